@@ -1,0 +1,9 @@
+# Settings for the project's own targets only (tests, benchmarks, examples); never forced on
+# consumers of mmbal::mmbal.
+add_library(mmbal_project_options INTERFACE)
+target_compile_options(mmbal_project_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror>)
+target_link_libraries(mmbal_project_options INTERFACE mmbal::mmbal)
+
+# Where the shipped real length data lives (generators load it at run time).
+set(MMBAL_DATA_DIR "${PROJECT_SOURCE_DIR}/data")

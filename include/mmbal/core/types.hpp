@@ -1,0 +1,124 @@
+#pragma once
+/// @file
+/// Vocabulary types: lengths, ids, ranks, locations, partitions and assignments
+/// (DESIGN.md §3).
+
+#include <mmbal/core/error.hpp>
+
+#include <algorithm>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace mmbal {
+
+/// A length in tokens (LLM tokens, encoder patches or frames). Sums use `std::uint64_t`.
+using length_t = std::uint32_t;
+/// An item's id: its position in the gathered global order (rank-major).
+using item_id = std::uint32_t;
+/// A rank (bin) index.
+using rank_t = std::uint32_t;
+
+/// Where an item sits: on `rank`, at position `slot` of that rank's mini-batch.
+struct location {
+  rank_t rank = 0;
+  std::uint32_t slot = 0;
+  friend constexpr auto operator<=>(const location&, const location&) = default;
+};
+
+/// Checks that a count fits the 32-bit id space; `what` names the count in the error.
+inline std::uint32_t checked_count(std::size_t n, const char* what) {
+  if (n > std::numeric_limits<std::uint32_t>::max())
+    detail::throw_invalid(what, " = ", n, " exceeds 2^32 - 1");
+  return static_cast<std::uint32_t>(n);
+}
+
+/// A partition: the bin of every item. `bin_of.size()` is the item count.
+struct partition {
+  std::uint32_t bins = 0;
+  std::vector<rank_t> bin_of;
+
+  /// Number of items per bin. O(n + bins).
+  [[nodiscard]] std::vector<std::uint32_t> bin_sizes() const {
+    std::vector<std::uint32_t> sizes(bins, 0);
+    for (rank_t b : bin_of) ++sizes[b];
+    return sizes;
+  }
+};
+
+/// An assignment: a partition that also fixes the slot order inside each bin.
+/// `where[i]` is the location of item i; in every bin the slots are exactly 0..size-1.
+struct assignment {
+  std::uint32_t bins = 0;
+  std::vector<location> where;
+
+  [[nodiscard]] std::size_t size() const noexcept { return where.size(); }
+
+  /// The underlying partition (drops slot order). O(n).
+  [[nodiscard]] partition to_partition() const {
+    partition p{bins, {}};
+    p.bin_of.reserve(where.size());
+    for (const location& l : where) p.bin_of.push_back(l.rank);
+    return p;
+  }
+
+  /// Items of every bin in slot order. O(n + bins).
+  [[nodiscard]] std::vector<std::vector<item_id>> items_by_bin() const {
+    std::vector<std::vector<item_id>> out(bins);
+    for (const location& l : where) {
+      if (l.rank >= bins) detail::throw_invalid("assignment: rank ", l.rank, " >= bins ", bins);
+      out[l.rank].resize(std::max<std::size_t>(out[l.rank].size(), std::size_t{l.slot} + 1));
+    }
+    for (item_id i = 0; i < where.size(); ++i) out[where[i].rank][where[i].slot] = i;
+    return out;
+  }
+
+  /// Builds an assignment from a partition and the order in which items were placed:
+  /// within each bin, slots follow `placement_order`. O(n + bins).
+  [[nodiscard]] static assignment from_placement(const partition& p, std::span<const item_id> placement_order) {
+    if (placement_order.size() != p.bin_of.size())
+      detail::throw_invalid("assignment: placement order has ", placement_order.size(), " items, partition has ",
+                            p.bin_of.size());
+    assignment a{p.bins, std::vector<location>(p.bin_of.size())};
+    std::vector<std::uint32_t> next(p.bins, 0);
+    for (item_id i : placement_order) {
+      const rank_t b = p.bin_of.at(i);
+      a.where[i] = location{b, next[b]++};
+    }
+    return a;
+  }
+
+  /// Builds an assignment whose slot order within each bin is ascending item id. O(n + bins).
+  [[nodiscard]] static assignment from_partition(const partition& p) {
+    std::vector<item_id> order(p.bin_of.size());
+    for (item_id i = 0; i < order.size(); ++i) order[i] = i;
+    return from_placement(p, order);
+  }
+
+  /// Throws `invalid_input` unless every rank is < bins and each bin's slots are 0..k-1
+  /// with no duplicate (every item placed exactly once). O(n + bins).
+  void validate() const {
+    std::vector<std::uint32_t> sizes(bins, 0);
+    for (item_id i = 0; i < where.size(); ++i) {
+      if (where[i].rank >= bins)
+        detail::throw_invalid("assignment: item ", i, " on rank ", where[i].rank, " >= bins ", bins);
+      ++sizes[where[i].rank];
+    }
+    std::vector<std::vector<bool>> seen(bins);
+    for (rank_t b = 0; b < bins; ++b) seen[b].assign(sizes[b], false);
+    for (item_id i = 0; i < where.size(); ++i) {
+      const location l = where[i];
+      if (l.slot >= sizes[l.rank] || seen[l.rank][l.slot])
+        detail::throw_invalid("assignment: item ", i, " has slot ", l.slot, " on rank ", l.rank,
+                              " which is out of range or taken (rank holds ", sizes[l.rank], " items)");
+      seen[l.rank][l.slot] = true;
+    }
+  }
+
+  friend bool operator==(const assignment&, const assignment&) = default;
+};
+
+}  // namespace mmbal

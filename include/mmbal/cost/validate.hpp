@@ -1,0 +1,18 @@
+#pragma once
+/// @file
+/// Validation of cost parameters.
+
+#include <mmbal/core/error.hpp>
+
+#include <cmath>
+
+namespace mmbal::detail {
+
+/// Throws `invalid_input` unless `value` is finite and >= 0; `cost` and `name` name it.
+inline double non_negative_parameter(const char* cost, const char* name, double value) {
+  if (!std::isfinite(value) || value < 0)
+    throw_invalid(cost, ": parameter ", name, " = ", value, " must be finite and >= 0");
+  return value;
+}
+
+}  // namespace mmbal::detail

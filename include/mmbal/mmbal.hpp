@@ -1,0 +1,12 @@
+#pragma once
+/// @file
+/// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
+
+#include <mmbal/core/concepts.hpp>
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/spec.hpp>
+#include <mmbal/balance/constraints.hpp>
+#include <mmbal/workload/sample.hpp>

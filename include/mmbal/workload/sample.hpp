@@ -1,0 +1,138 @@
+#pragma once
+/// @file
+/// The sample model (DESIGN.md §3): a sample is an ordered list of segments, each with a
+/// modality, a length in LLM tokens and an encoder length. A workload is a global batch of
+/// samples with their current ranks, plus the modality names.
+
+#include <mmbal/core/types.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mmbal {
+
+/// Index into `workload::modalities`; 0 is always "text".
+using modality_id = std::uint8_t;
+
+/// The modality id of text.
+inline constexpr modality_id text_modality = 0;
+
+/// One segment of a sample's LLM sequence.
+struct segment {
+  modality_id modality = text_modality;
+  length_t llm_tokens = 0;   ///< length in the LLM sequence
+  length_t encoder_len = 0;  ///< encoder work units (patches, frames); equals llm_tokens when not given
+  friend bool operator==(const segment&, const segment&) = default;
+};
+
+/// One sample of the dataset.
+struct sample {
+  std::uint64_t id = 0;                 ///< the caller's id (JSONL `id`, default the line number)
+  rank_t rank = 0;                      ///< current DP rank
+  std::optional<std::uint64_t> group;   ///< items with the same group stay together (optional)
+  std::vector<segment> segments;        ///< in sequence order
+
+  /// Total LLM tokens (Σ segment llm_tokens). Checked against overflow when read from files.
+  [[nodiscard]] std::uint64_t llm_length() const noexcept {
+    std::uint64_t n = 0;
+    for (const segment& s : segments) n += s.llm_tokens;
+    return n;
+  }
+  friend bool operator==(const sample&, const sample&) = default;
+};
+
+/// A global batch: every rank's samples in rank-major order, and the modality names.
+struct workload {
+  std::vector<std::string> modalities{"text"};  ///< index = modality_id; [0] == "text"
+  std::vector<sample> samples;
+
+  /// The id of a modality name, added when new. Throws past 255 modalities.
+  modality_id intern_modality(std::string_view name) {
+    for (std::size_t i = 0; i < modalities.size(); ++i)
+      if (modalities[i] == name) return static_cast<modality_id>(i);
+    if (modalities.size() >= 255) detail::throw_invalid("workload: too many modalities (adding '", name, "')");
+    modalities.emplace_back(name);
+    return static_cast<modality_id>(modalities.size() - 1);
+  }
+
+  /// The id of a modality name if present.
+  [[nodiscard]] std::optional<modality_id> find_modality(std::string_view name) const {
+    for (std::size_t i = 0; i < modalities.size(); ++i)
+      if (modalities[i] == name) return static_cast<modality_id>(i);
+    return std::nullopt;
+  }
+  friend bool operator==(const workload&, const workload&) = default;
+};
+
+/// The items of one phase (DESIGN.md §3): for the LLM phase the samples (weight = total LLM
+/// tokens), for an encoder phase that modality's segments in input order (weight = encoder
+/// length). Item i came from sample `sample_of[i]`, segment `segment_of[i]` (0 for the LLM
+/// phase), and sits on rank `origin[i]`.
+struct phase_items {
+  std::vector<length_t> weights;
+  std::vector<rank_t> origin;
+  std::vector<std::uint32_t> sample_of;
+  std::vector<std::uint32_t> segment_of;
+  std::vector<std::optional<std::uint64_t>> group;  ///< the owning sample's group
+
+  [[nodiscard]] std::size_t size() const noexcept { return weights.size(); }
+};
+
+/// The LLM phase's items: one per sample. Throws if a sample's length exceeds 2^32 - 1.
+[[nodiscard]] inline phase_items llm_phase_items(const workload& w) {
+  phase_items p;
+  const std::uint32_t n = checked_count(w.samples.size(), "samples");
+  p.weights.reserve(n);
+  p.origin.reserve(n);
+  p.sample_of.reserve(n);
+  p.segment_of.assign(n, 0);
+  p.group.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const sample& s = w.samples[i];
+    const std::uint64_t len = s.llm_length();
+    if (len > UINT32_MAX) detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
+    p.weights.push_back(static_cast<length_t>(len));
+    p.origin.push_back(s.rank);
+    p.sample_of.push_back(i);
+    p.group.push_back(s.group);
+  }
+  return p;
+}
+
+/// An encoder phase's items: every segment of `modality`, in input order, weighted by its
+/// encoder length. Throws if `modality` is text.
+[[nodiscard]] inline phase_items encoder_phase_items(const workload& w, modality_id modality) {
+  if (modality == text_modality) detail::throw_invalid("encoder_phase_items: text has no encoder phase");
+  phase_items p;
+  const std::uint32_t n = checked_count(w.samples.size(), "samples");
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const sample& s = w.samples[i];
+    for (std::uint32_t k = 0; k < s.segments.size(); ++k) {
+      if (s.segments[k].modality != modality) continue;
+      p.weights.push_back(s.segments[k].encoder_len);
+      p.origin.push_back(s.rank);
+      p.sample_of.push_back(i);
+      p.segment_of.push_back(k);
+      p.group.push_back(s.group);
+    }
+  }
+  checked_count(p.weights.size(), "segments");
+  return p;
+}
+
+/// The items of the phase named `phase`: "llm" or a modality name present in `w`.
+[[nodiscard]] inline phase_items phase_items_of(const workload& w, std::string_view phase) {
+  if (phase == "llm") return llm_phase_items(w);
+  const auto m = w.find_modality(phase);
+  if (!m || *m == text_modality) {
+    std::string known = "llm";
+    for (std::size_t i = 1; i < w.modalities.size(); ++i) known += ", " + w.modalities[i];
+    detail::throw_invalid("unknown phase '", phase, "' (this workload has: ", known, ")");
+  }
+  return encoder_phase_items(w, *m);
+}
+
+}  // namespace mmbal
