@@ -7,6 +7,7 @@
 #include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/workload/sample.hpp>

@@ -1,0 +1,141 @@
+#pragma once
+/// @file
+/// Balance metrics (DESIGN.md §5.1, §7): per-bin loads recomputed from an assignment, max,
+/// mean, max/mean, the lower bounds every result is reported against, traffic of a
+/// placement change, and OmniBal's pad ratio (eq. 1) and dist ratio (eq. 2).
+
+#include <mmbal/core/concepts.hpp>
+#include <mmbal/core/types.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mmbal {
+
+/// Per-bin cost of a partition: each bin folds its items in ascending item id. O(n + bins).
+template <batch_cost C>
+[[nodiscard]] std::vector<double> bin_loads(const partition& p, std::span<const length_t> weights, const C& cost) {
+  if (p.bin_of.size() != weights.size())
+    detail::throw_invalid("bin_loads: partition has ", p.bin_of.size(), " items, weights ", weights.size());
+  std::vector<typename C::state> states(p.bins, cost.empty());
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (p.bin_of[i] >= p.bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", p.bin_of[i], " >= ", p.bins);
+    states[p.bin_of[i]] = cost.add(states[p.bin_of[i]], weights[i]);
+  }
+  std::vector<double> loads(p.bins);
+  for (rank_t b = 0; b < p.bins; ++b) loads[b] = cost.value(states[b]);
+  return loads;
+}
+
+/// Per-bin cost of an assignment, folded in slot order. O(n + bins).
+template <batch_cost C>
+[[nodiscard]] std::vector<double> bin_loads(const assignment& a, std::span<const length_t> weights, const C& cost) {
+  if (a.size() != weights.size())
+    detail::throw_invalid("bin_loads: assignment has ", a.size(), " items, weights ", weights.size());
+  std::vector<double> loads(a.bins);
+  const auto bins = a.items_by_bin();
+  for (rank_t b = 0; b < a.bins; ++b) {
+    typename C::state s = cost.empty();
+    for (item_id i : bins[b]) s = cost.add(s, weights[i]);
+    loads[b] = cost.value(s);
+  }
+  return loads;
+}
+
+/// Max, mean and max/mean of a load vector (max/mean = 1 when the mean is 0).
+struct load_summary {
+  double max = 0;
+  double mean = 0;
+  double max_over_mean = 1;
+};
+
+[[nodiscard]] inline load_summary summarize_loads(std::span<const double> loads) {
+  load_summary s;
+  if (loads.empty()) return s;
+  double total = 0;
+  for (double l : loads) {
+    s.max = std::max(s.max, l);
+    total += l;
+  }
+  s.mean = total / static_cast<double>(loads.size());
+  s.max_over_mean = s.mean > 0 ? s.max / s.mean : 1.0;
+  return s;
+}
+
+/// Lower bound on the maximum bin cost: max(Σ c(w) / d, max c(w)), with c(w) the cost of an
+/// item alone. Exact for additive costs; for any cost whose batch value is at least the
+/// sum of its items' solo values (all built-in costs) it is still a valid bound. O(n).
+template <batch_cost C>
+[[nodiscard]] double lower_bound(std::span<const length_t> weights, rank_t bins, const C& cost) {
+  if (bins == 0) detail::throw_invalid("lower_bound: bins = 0");
+  double total = 0, largest = 0;
+  for (length_t w : weights) {
+    const double c = cost.value(cost.add(cost.empty(), w));
+    total += c;
+    largest = std::max(largest, c);
+  }
+  return std::max(total / bins, largest);
+}
+
+/// Lower bound under equal counts (every bin ⌊n/d⌋ or ⌈n/d⌉ items): besides the plain bound,
+/// the bin holding the largest item also holds ⌈n/d⌉ − 1 others, at least the smallest ones:
+/// max item + Σ of the (⌈n/d⌉ − 1) smallest. O(n log n).
+template <batch_cost C>
+[[nodiscard]] double equal_count_lower_bound(std::span<const length_t> weights, rank_t bins, const C& cost) {
+  const double plain = lower_bound(weights, bins, cost);
+  if (weights.empty()) return plain;
+  std::vector<double> solo;
+  solo.reserve(weights.size());
+  for (length_t w : weights) solo.push_back(cost.value(cost.add(cost.empty(), w)));
+  std::sort(solo.begin(), solo.end());
+  const std::size_t per_bin = (weights.size() + bins - 1) / bins;
+  double bound = solo.back();
+  for (std::size_t i = 0; i + 1 < per_bin && i + 1 < solo.size(); ++i) bound += solo[i];
+  return std::max(plain, bound);
+}
+
+/// What a placement change moves: items and bytes whose rank changes, and the bytes whose
+/// node changes (node = rank / ranks_per_node; ranks_per_node = 0 means one node).
+struct traffic {
+  std::uint64_t moved_items = 0;
+  std::uint64_t moved_bytes = 0;
+  std::uint64_t inter_node_bytes = 0;
+};
+
+/// Traffic from `origin` (rank per item) to the ranks of `destination`. O(n).
+[[nodiscard]] inline traffic placement_traffic(std::span<const rank_t> origin, const partition& destination,
+                                               std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node) {
+  if (origin.size() != destination.bin_of.size() || item_bytes.size() != origin.size())
+    detail::throw_invalid("placement_traffic: sizes differ (origin ", origin.size(), ", destination ",
+                          destination.bin_of.size(), ", bytes ", item_bytes.size(), ")");
+  traffic t;
+  for (std::size_t i = 0; i < origin.size(); ++i) {
+    const rank_t from = origin[i], to = destination.bin_of[i];
+    if (from == to) continue;
+    ++t.moved_items;
+    t.moved_bytes += item_bytes[i];
+    if (ranks_per_node > 0 && from / ranks_per_node != to / ranks_per_node) t.inter_node_bytes += item_bytes[i];
+  }
+  return t;
+}
+
+/// OmniBal eq. (1), pad ratio of one mini-batch: Σ (t_max − t_i) / (t_max · B). 0 for an empty
+/// or all-zero batch. @see OmniBal §3.
+[[nodiscard]] inline double pad_ratio(std::span<const std::uint64_t> sample_tokens) {
+  if (sample_tokens.empty()) return 0.0;
+  const std::uint64_t t_max = *std::max_element(sample_tokens.begin(), sample_tokens.end());
+  if (t_max == 0) return 0.0;
+  std::uint64_t pad = 0;
+  for (std::uint64_t t : sample_tokens) pad += t_max - t;
+  return static_cast<double>(pad) / (static_cast<double>(t_max) * static_cast<double>(sample_tokens.size()));
+}
+
+/// OmniBal eq. (2), dist ratio across N devices: Σ (T_max − T_i) / (T_max · N), with T_i the
+/// tokens of device i's mini-batch. 0 when empty or all zero. @see OmniBal §3.
+[[nodiscard]] inline double dist_ratio(std::span<const std::uint64_t> device_tokens) {
+  return pad_ratio(device_tokens);  // the same formula over devices instead of samples
+}
+
+}  // namespace mmbal
