@@ -11,8 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"mmbal: load balancing for multimodal LLM training"};
   app.require_subcommand(1);
   auto& registry = mmbal::tool::command_registry();
-  std::stable_sort(registry.begin(), registry.end(),
-                   [](const auto& a, const auto& b) { return a.order < b.order; });
+  std::stable_sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
   for (const auto& c : registry) {
     const std::size_t before = app.get_subcommands({}).size();

@@ -2,6 +2,7 @@
 /// @file
 /// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
 
+#include <mmbal/balance/constraints.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/rng.hpp>
@@ -9,5 +10,4 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
-#include <mmbal/balance/constraints.hpp>
 #include <mmbal/workload/sample.hpp>

@@ -42,7 +42,7 @@ struct constraints {
 template <class P, class C>
 concept partitioner = batch_cost<C> &&
     requires(const P& p, std::span<const length_t> weights, rank_t bins, const C& cost, const constraints& limits) {
-      { p(weights, bins, cost, limits) } -> std::same_as<assignment>;
-    };
+  { p(weights, bins, cost, limits) } -> std::same_as<assignment>;
+};
 
 }  // namespace mmbal::balance

@@ -15,7 +15,7 @@ namespace mmbal {
 /// It is not derived from `std::exception` itself; the concrete types below derive from both
 /// this tag and the fitting standard exception, so `catch (const std::exception&)` works too.
 class error {
-public:
+ public:
   virtual ~error() = default;
   /// The message, identical to `what()` of the standard base.
   [[nodiscard]] virtual const char* message() const noexcept = 0;
@@ -23,7 +23,7 @@ public:
 
 /// Bad input: a parameter out of range, malformed metadata, an infeasible constraint.
 class invalid_input : public std::invalid_argument, public error {
-public:
+ public:
   explicit invalid_input(const std::string& what) : std::invalid_argument(what) {}
   [[nodiscard]] const char* message() const noexcept override { return what(); }
 };
@@ -31,7 +31,7 @@ public:
 /// A failure at run time that no single argument explains: ranks that disagree on a plan,
 /// a transport error reported by MPI or NCCL.
 class runtime_failure : public std::runtime_error, public error {
-public:
+ public:
   explicit runtime_failure(const std::string& what) : std::runtime_error(what) {}
   [[nodiscard]] const char* message() const noexcept override { return what(); }
 };

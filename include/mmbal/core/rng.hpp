@@ -102,7 +102,10 @@ using rng_engine = std::mt19937_64;
   std::size_t lo = 0, hi = cumulative.size() - 1;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (x < cumulative[mid]) hi = mid; else lo = mid + 1;
+    if (x < cumulative[mid])
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }

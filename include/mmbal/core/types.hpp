@@ -31,8 +31,7 @@ struct location {
 
 /// Checks that a count fits the 32-bit id space; `what` names the count in the error.
 inline std::uint32_t checked_count(std::size_t n, const char* what) {
-  if (n > std::numeric_limits<std::uint32_t>::max())
-    detail::throw_invalid(what, " = ", n, " exceeds 2^32 - 1");
+  if (n > std::numeric_limits<std::uint32_t>::max()) detail::throw_invalid(what, " = ", n, " exceeds 2^32 - 1");
   return static_cast<std::uint32_t>(n);
 }
 

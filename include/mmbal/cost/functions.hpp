@@ -37,7 +37,7 @@ struct padded : stats_cost_base {
 /// `attention{alpha, beta}`: α Σl + β Σl² — unpadded Transformer, linear layers plus
 /// attention. Defaults α = 1, β = 0. Additive. @see OrchMLLM appendix A (eq. 5).
 class attention : public stats_cost_base {
-public:
+ public:
   explicit attention(double alpha = 1.0, double beta = 0.0)
       : alpha_(detail::non_negative_parameter("attention", "alpha", alpha)),
         beta_(detail::non_negative_parameter("attention", "beta", beta)) {}
@@ -51,7 +51,7 @@ public:
   [[nodiscard]] double alpha() const noexcept { return alpha_; }
   [[nodiscard]] double beta() const noexcept { return beta_; }
 
-private:
+ private:
   double alpha_, beta_;
 };
 
@@ -59,7 +59,7 @@ private:
 /// Transformer batch (b sequences of the padded length). Defaults α = 1, β = 0.
 /// @see OrchMLLM appendix A (eq. 6).
 class padded_attention : public stats_cost_base {
-public:
+ public:
   explicit padded_attention(double alpha = 1.0, double beta = 0.0)
       : alpha_(detail::non_negative_parameter("padded_attention", "alpha", alpha)),
         beta_(detail::non_negative_parameter("padded_attention", "beta", beta)) {}
@@ -73,7 +73,7 @@ public:
   [[nodiscard]] double alpha() const noexcept { return alpha_; }
   [[nodiscard]] double beta() const noexcept { return beta_; }
 
-private:
+ private:
   double alpha_, beta_;
 };
 
@@ -81,7 +81,7 @@ private:
 /// whose convolution runs on unpadded frames and whose attention is padded.
 /// Default λ = 0. @see OrchMLLM appendix A, Alg. 5.
 class conv_attention : public stats_cost_base {
-public:
+ public:
   explicit conv_attention(double lambda = 0.0)
       : lambda_(detail::non_negative_parameter("conv_attention", "lambda", lambda)) {}
   [[nodiscard]] double value(const state& s) const noexcept {
@@ -90,7 +90,7 @@ public:
   }
   [[nodiscard]] double lambda() const noexcept { return lambda_; }
 
-private:
+ private:
   double lambda_;
 };
 
@@ -98,7 +98,7 @@ private:
 /// (quadratic attention term, linear term, per-sample overhead). Defaults x = 0, y = 1, z = 0.
 /// Additive (per item: x l² + y l + z). @see LoongForge §2.1.
 class fitted : public stats_cost_base {
-public:
+ public:
   explicit fitted(double x = 0.0, double y = 1.0, double z = 0.0)
       : x_(detail::non_negative_parameter("fitted", "x", x)),
         y_(detail::non_negative_parameter("fitted", "y", y)),
@@ -114,20 +114,20 @@ public:
   [[nodiscard]] double y() const noexcept { return y_; }
   [[nodiscard]] double z() const noexcept { return z_; }
 
-private:
+ private:
   double x_, y_, z_;
 };
 
 /// A Transformer's shape, for `flops`.
 struct model_config {
-  std::uint64_t hidden = 4096;      ///< h, model width
-  std::uint64_t ffn = 11008;        ///< f, MLP inner width
-  std::uint64_t heads = 32;         ///< attention heads
-  std::uint64_t kv_heads = 32;      ///< key/value heads (grouped-query attention when < heads)
-  std::uint64_t layers = 32;        ///< L, Transformer layers
-  bool causal = true;               ///< causal attention computes half of the score matrix
-  bool gated_mlp = true;            ///< SwiGLU-style MLP with three matrices (else two)
-  bool backward = true;             ///< count forward + backward (3×) instead of forward only
+  std::uint64_t hidden = 4096;  ///< h, model width
+  std::uint64_t ffn = 11008;    ///< f, MLP inner width
+  std::uint64_t heads = 32;     ///< attention heads
+  std::uint64_t kv_heads = 32;  ///< key/value heads (grouped-query attention when < heads)
+  std::uint64_t layers = 32;    ///< L, Transformer layers
+  bool causal = true;           ///< causal attention computes half of the score matrix
+  bool gated_mlp = true;        ///< SwiGLU-style MLP with three matrices (else two)
+  bool backward = true;         ///< count forward + backward (3×) instead of forward only
 };
 
 /// `flops{model}`: training FLOPs of a batch, α Σl + β Σl² with α, β derived from the model:
@@ -140,7 +140,7 @@ struct model_config {
 /// backward pass (else 1). Defaults: a Llama-2-7B-like shape. Additive.
 /// @see OrchMLLM appendix A; DistTrain §5 (FLOPs-based cost).
 class flops : public stats_cost_base {
-public:
+ public:
   explicit flops(const model_config& m = {}) : model_(m), attention_(derive(m)) {}
   [[nodiscard]] double value(const state& s) const noexcept { return attention_.value(s); }
   [[nodiscard]] double item(length_t l) const noexcept { return attention_.item(l); }
@@ -148,15 +148,15 @@ public:
   /// The equivalent `attention` cost (α, β as derived above).
   [[nodiscard]] const attention& as_attention() const noexcept { return attention_; }
 
-private:
+ private:
   static attention derive(const model_config& m) {
     if (m.hidden == 0 || m.heads == 0 || m.kv_heads == 0 || m.layers == 0 || m.ffn == 0)
       detail::throw_invalid("flops: hidden, ffn, heads, kv_heads and layers must be > 0 (got hidden=", m.hidden,
-                            ", ffn=", m.ffn, ", heads=", m.heads, ", kv_heads=", m.kv_heads, ", layers=", m.layers, ")");
+                            ", ffn=", m.ffn, ", heads=", m.heads, ", kv_heads=", m.kv_heads, ", layers=", m.layers,
+                            ")");
     if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
       detail::throw_invalid("flops: kv_heads = ", m.kv_heads, " must divide heads = ", m.heads);
-    if (m.hidden % m.heads != 0)
-      detail::throw_invalid("flops: heads = ", m.heads, " must divide hidden = ", m.hidden);
+    if (m.hidden % m.heads != 0) detail::throw_invalid("flops: heads = ", m.heads, " must divide hidden = ", m.hidden);
     const double h = static_cast<double>(m.hidden);
     const double h_kv = h * static_cast<double>(m.kv_heads) / static_cast<double>(m.heads);
     const double f = static_cast<double>(m.ffn);

@@ -20,8 +20,14 @@ using any_cost = std::variant<tokens, padded, attention, padded_attention, conv_
 /// parameter or a bad value.
 [[nodiscard]] inline any_cost parse_cost(std::string_view text) {
   const detail::parsed_spec s = detail::parse_spec(text);
-  if (s.name == "tokens") { s.only({}); return tokens{}; }
-  if (s.name == "padded") { s.only({}); return padded{}; }
+  if (s.name == "tokens") {
+    s.only({});
+    return tokens{};
+  }
+  if (s.name == "padded") {
+    s.only({});
+    return padded{};
+  }
   if (s.name == "attention") {
     s.only({"alpha", "beta"});
     return attention{s.number("alpha", 1.0), s.number("beta", 0.0)};
@@ -30,7 +36,10 @@ using any_cost = std::variant<tokens, padded, attention, padded_attention, conv_
     s.only({"alpha", "beta"});
     return padded_attention{s.number("alpha", 1.0), s.number("beta", 0.0)};
   }
-  if (s.name == "conv") { s.only({"lambda"}); return conv_attention{s.number("lambda", 0.0)}; }
+  if (s.name == "conv") {
+    s.only({"lambda"});
+    return conv_attention{s.number("lambda", 0.0)};
+  }
   if (s.name == "fitted") {
     s.only({"x", "y", "z"});
     return fitted{s.number("x", 0.0), s.number("y", 1.0), s.number("z", 0.0)};

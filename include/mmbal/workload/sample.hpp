@@ -30,10 +30,10 @@ struct segment {
 
 /// One sample of the dataset.
 struct sample {
-  std::uint64_t id = 0;                 ///< the caller's id (JSONL `id`, default the line number)
-  rank_t rank = 0;                      ///< current DP rank
-  std::optional<std::uint64_t> group;   ///< items with the same group stay together (optional)
-  std::vector<segment> segments;        ///< in sequence order
+  std::uint64_t id = 0;                ///< the caller's id (JSONL `id`, default the line number)
+  rank_t rank = 0;                     ///< current DP rank
+  std::optional<std::uint64_t> group;  ///< items with the same group stay together (optional)
+  std::vector<segment> segments;       ///< in sequence order
 
   /// Total LLM tokens (Σ segment llm_tokens). Checked against overflow when read from files.
   [[nodiscard]] std::uint64_t llm_length() const noexcept {
