@@ -79,9 +79,12 @@ template <batch_cost C>
   return std::max(total / bins, largest);
 }
 
-/// Lower bound under equal counts (every bin ⌊n/d⌋ or ⌈n/d⌉ items): besides the plain bound,
-/// the bin holding the largest item also holds ⌈n/d⌉ − 1 others, at least the smallest ones:
-/// max item + Σ of the (⌈n/d⌉ − 1) smallest. O(n log n).
+/// Lower bound under equal counts (every bin holds ⌊n/d⌋ or ⌈n/d⌉ items), for additive costs
+/// (for the others it bounds the sum of solo costs): the plain bound; the bin holding the
+/// largest item also holds at least ⌊n/d⌋ − 1 others, at least the smallest ones; and some bin
+/// holds ⌈n/d⌉ items, at least the ⌈n/d⌉ smallest. When d divides n this is DESIGN.md §5.1's
+/// "max item + the (⌈n/d⌉ − 1) smallest"; when it does not, that formula can exceed the
+/// optimum (the largest item may sit in a bin of ⌊n/d⌋ items), so ⌊n/d⌋ is used. O(n log n).
 template <batch_cost C>
 [[nodiscard]] double equal_count_lower_bound(std::span<const length_t> weights, rank_t bins, const C& cost) {
   const double plain = lower_bound(weights, bins, cost);
@@ -90,10 +93,13 @@ template <batch_cost C>
   solo.reserve(weights.size());
   for (length_t w : weights) solo.push_back(cost.value(cost.add(cost.empty(), w)));
   std::sort(solo.begin(), solo.end());
-  const std::size_t per_bin = (weights.size() + bins - 1) / bins;
-  double bound = solo.back();
-  for (std::size_t i = 0; i + 1 < per_bin && i + 1 < solo.size(); ++i) bound += solo[i];
-  return std::max(plain, bound);
+  const std::size_t floor_count = weights.size() / bins;
+  const std::size_t ceil_count = (weights.size() + bins - 1) / bins;
+  double with_largest = solo.back();
+  for (std::size_t i = 0; i + 1 < floor_count; ++i) with_largest += solo[i];
+  double fullest = 0;
+  for (std::size_t i = 0; i < ceil_count; ++i) fullest += solo[i];
+  return std::max({plain, with_largest, fullest});
 }
 
 /// What a placement change moves: items and bytes whose rank changes, and the bytes whose

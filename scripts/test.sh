@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: the optimized build (unit, tool, MPI, CUDA-compile,
+# consumer, format and header tests; benchmarks are compiled, not run), then the ASan+UBSan
+# build of the unit and tool tests. Installs its dependencies first. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+jobs=$(nproc)
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+echo "== optimized build =="
+cmake -S . -B build/test "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/test -j "$jobs"
+ctest --test-dir build/test --output-on-failure -j "$jobs" --timeout 600
+
+echo "== sanitize build (ASan + UBSan) =="
+cmake --preset sanitize "${generator[@]}" >/dev/null
+cmake --build build/sanitize -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/sanitize --output-on-failure -j "$jobs" --timeout 900 -L "unit|tool"

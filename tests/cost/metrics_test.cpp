@@ -1,0 +1,74 @@
+#include <mmbal/core/rng.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <vector>
+
+using mmbal::length_t;
+
+TEST_CASE("bin loads are recomputed per bin, for partitions and assignments") {
+  const std::vector<length_t> w{5, 1, 7, 3, 2};
+  const mmbal::partition p{3, {0, 1, 0, 2, 1}};
+  const auto loads = mmbal::bin_loads(p, w, mmbal::cost::tokens{});
+  CHECK(loads == std::vector<double>{12, 3, 3});
+  const auto padded = mmbal::bin_loads(mmbal::assignment::from_partition(p), w, mmbal::cost::padded{});
+  CHECK(padded == std::vector<double>{14, 4, 3});
+  const auto s = mmbal::summarize_loads(loads);
+  CHECK(s.max == 12);
+  CHECK(s.mean == 6);
+  CHECK(s.max_over_mean == 2);
+  CHECK(mmbal::summarize_loads(std::vector<double>{0, 0}).max_over_mean == 1);
+  CHECK_THROWS_AS(mmbal::bin_loads(mmbal::partition{3, {0}}, w, mmbal::cost::tokens{}), mmbal::invalid_input);
+}
+
+TEST_CASE("lower bounds never exceed the brute-force optimum") {
+  auto g = mmbal::make_rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto n = static_cast<std::size_t>(mmbal::uniform_int(g, 1, 7));
+    const auto d = static_cast<mmbal::rank_t>(mmbal::uniform_int(g, 1, 3));
+    std::vector<length_t> w(n);
+    for (auto& x : w) x = static_cast<length_t>(mmbal::uniform_int(g, 0, 50));
+    // Enumerate every assignment; track the optimum overall and with equal counts.
+    double best = 1e300, best_equal = 1e300;
+    mmbal::partition p{d, std::vector<mmbal::rank_t>(n, 0)};
+    for (;;) {
+      const auto loads = mmbal::bin_loads(p, w, mmbal::cost::tokens{});
+      const double m = *std::max_element(loads.begin(), loads.end());
+      best = std::min(best, m);
+      const auto sizes = p.bin_sizes();
+      const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+      if (*hi - *lo <= 1) best_equal = std::min(best_equal, m);
+      std::size_t i = 0;
+      while (i < n && ++p.bin_of[i] == d) p.bin_of[i++] = 0;
+      if (i == n) break;
+    }
+    REQUIRE(mmbal::lower_bound(w, d, mmbal::cost::tokens{}) <= best);
+    REQUIRE(mmbal::equal_count_lower_bound(w, d, mmbal::cost::tokens{}) <= best_equal);
+  }
+  const std::vector<length_t> w{10, 1, 1, 1};
+  CHECK(mmbal::lower_bound(w, 2, mmbal::cost::tokens{}) == 10);
+  CHECK(mmbal::equal_count_lower_bound(w, 2, mmbal::cost::tokens{}) == 11);  // 10 + smallest
+  CHECK_THROWS_AS(mmbal::lower_bound(w, 0, mmbal::cost::tokens{}), mmbal::invalid_input);
+}
+
+TEST_CASE("traffic counts moved items, bytes and inter-node bytes") {
+  const std::vector<mmbal::rank_t> origin{0, 1, 2, 3};
+  const mmbal::partition to{4, {0, 0, 3, 1}};
+  const std::vector<std::uint64_t> bytes{10, 20, 30, 40};
+  const auto t = mmbal::placement_traffic(origin, to, bytes, 2);
+  CHECK(t.moved_items == 3);
+  CHECK(t.moved_bytes == 90);
+  CHECK(t.inter_node_bytes == 40);  // 1->0 same node, 2->3 same node, 3->1 different nodes
+  CHECK(mmbal::placement_traffic(origin, to, bytes, 0).inter_node_bytes == 0);
+}
+
+TEST_CASE("pad ratio and dist ratio follow OmniBal eq. 1 and 2") {
+  const std::vector<std::uint64_t> batch{4, 2, 2};
+  CHECK(mmbal::pad_ratio(batch) == Approx((0.0 + 2 + 2) / (4 * 3)));
+  const std::vector<std::uint64_t> devices{100, 100};
+  CHECK(mmbal::dist_ratio(devices) == 0.0);
+  CHECK(mmbal::pad_ratio(std::vector<std::uint64_t>{}) == 0.0);
+}
