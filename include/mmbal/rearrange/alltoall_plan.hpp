@@ -1,0 +1,218 @@
+#pragma once
+/// @file
+/// One rank's share of a rearrangement's all-to-all (DESIGN.md §5.5): send and receive counts
+/// and displacements per peer from per-item sizes, the order in which local items are packed,
+/// and where every received item lands; plus the plan fingerprint that transports compare
+/// across ranks before exchanging anything.
+/// @see OrchMLLM §5.2.1 (All-to-All Batch Communicator).
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace mmbal {
+
+/// What ONE rank sends and receives in the all-to-all that executes a rearrangement.
+///
+/// Units: every count, displacement, offset and size is in the unit of the `item_sizes`
+/// given to `make_alltoall_plan` — bytes for `pack`/`unpack` over `std::byte`, or elements of
+/// any trivially copyable type T for the typed overloads (then pass sizes in elements).
+///
+/// Buffers (all contiguous, no gaps):
+/// - input: this rank's items before the exchange, in SOURCE slot order (slot 0 first);
+/// - send buffer: the items to peer 0, then to peer 1, ...; to one peer in ascending
+///   DESTINATION slot; `send_displs[p]` is where peer p's part starts;
+/// - receive buffer: the items from peer 0, then from peer 1, ...; from one peer in ascending
+///   destination slot (the order that peer packs them); `recv_displs[p]` is where it starts;
+/// - output: this rank's items after the exchange, in DESTINATION slot order.
+///
+/// Items whose source and destination rank are both this rank are a self send: they go
+/// through the send and receive buffers like every other item (peer = own rank), so one
+/// uniform executor handles every case; a transport may copy that part directly.
+///
+/// Invariants (checked by the tests): counts sum to `send_bytes`/`recv_bytes`; displs are the
+/// exclusive prefix sums of counts; `input_bytes == send_bytes`, `recv_bytes == output_bytes`;
+/// summed over ranks, `send_counts[q]` of rank p equals `recv_counts[p]` of rank q.
+struct alltoall_plan {
+  rank_t rank = 0;   ///< the rank this plan is for
+  rank_t ranks = 0;  ///< number of ranks (size of the per-peer vectors)
+
+  std::vector<std::uint64_t> send_counts;  ///< size ranks: units sent to each peer
+  std::vector<std::uint64_t> send_displs;  ///< size ranks: start of each peer's part in the send buffer
+  std::vector<std::uint64_t> recv_counts;  ///< size ranks: units received from each peer
+  std::vector<std::uint64_t> recv_displs;  ///< size ranks: start of each peer's part in the receive buffer
+
+  std::vector<std::uint32_t> pack_slots;    ///< local SOURCE slot of each item in send-buffer order
+  std::vector<std::uint64_t> pack_offsets;  ///< offset of that item in the input buffer
+  std::vector<std::uint64_t> pack_sizes;    ///< its size (the send buffer is these sizes back to back)
+
+  std::vector<std::uint32_t> unpack_slots;    ///< DESTINATION slot of each item in receive-buffer order
+  std::vector<std::uint64_t> unpack_offsets;  ///< offset of that item in the output buffer
+  std::vector<std::uint64_t> unpack_sizes;    ///< its size (the receive buffer is these back to back)
+
+  std::uint64_t input_bytes = 0;   ///< size of the input buffer (Σ sizes of local source items)
+  std::uint64_t send_bytes = 0;    ///< size of the send buffer (== input_bytes)
+  std::uint64_t recv_bytes = 0;    ///< size of the receive buffer
+  std::uint64_t output_bytes = 0;  ///< size of the output buffer (== recv_bytes)
+
+  /// Units this rank sends to other ranks (excludes the self send).
+  [[nodiscard]] std::uint64_t remote_send_bytes() const noexcept { return send_bytes - send_counts[rank]; }
+  /// Units this rank receives from other ranks (excludes the self send).
+  [[nodiscard]] std::uint64_t remote_recv_bytes() const noexcept { return recv_bytes - recv_counts[rank]; }
+
+  friend bool operator==(const alltoall_plan&, const alltoall_plan&) = default;
+};
+
+namespace detail {
+
+/// a + b, throwing when the sum leaves 64 bits (sizes of absurd plans).
+inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
+  if (b > std::numeric_limits<std::uint64_t>::max() - a) throw_invalid("alltoall_plan: total size exceeds 2^64 - 1");
+  return a + b;
+}
+
+}  // namespace detail
+
+/// Builds `rank`'s all-to-all plan for rearrangement `r` with `item_sizes[i]` units for item i
+/// (bytes or elements; zero-size items are allowed and still listed).
+///
+/// Validates `r` and throws `invalid_input` when `item_sizes.size() != r.size()` or
+/// `rank >= r.ranks`. Deterministic: every rank derives consistent send/receive orders from
+/// the same `r` without communication. O(n + ranks + k log k) for k local items; each real rank
+/// builds only its own plan (no O(n · ranks) work anywhere).
+/// @see OrchMLLM §5.2.1.
+[[nodiscard]] inline alltoall_plan make_alltoall_plan(const rearrangement& r, std::span<const std::uint64_t> item_sizes,
+                                                      rank_t rank) {
+  r.validate();
+  if (item_sizes.size() != r.size())
+    detail::throw_invalid("make_alltoall_plan: ", item_sizes.size(), " item sizes for ", r.size(), " items");
+  if (rank >= r.ranks) detail::throw_invalid("make_alltoall_plan: rank ", rank, " >= ranks ", r.ranks);
+
+  alltoall_plan p;
+  p.rank = rank;
+  p.ranks = r.ranks;
+  p.send_counts.assign(r.ranks, 0);
+  p.send_displs.assign(r.ranks, 0);
+  p.recv_counts.assign(r.ranks, 0);
+  p.recv_displs.assign(r.ranks, 0);
+
+  // Local items by source slot (input layout) and by destination slot (output layout).
+  std::vector<item_id> by_source, by_dest;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.source[i].rank == rank) by_source.push_back(static_cast<item_id>(i));
+    if (r.destination[i].rank == rank) by_dest.push_back(static_cast<item_id>(i));
+  }
+  std::vector<item_id> input_order(by_source.size()), output_order(by_dest.size());
+  for (item_id i : by_source) input_order[r.source[i].slot] = i;
+  for (item_id i : by_dest) output_order[r.destination[i].slot] = i;
+
+  // Offsets in the input and output buffers, indexed by slot.
+  std::vector<std::uint64_t> input_offset(input_order.size()), output_offset(output_order.size());
+  for (std::size_t s = 0; s < input_order.size(); ++s) {
+    input_offset[s] = p.input_bytes;
+    p.input_bytes = detail::checked_add(p.input_bytes, item_sizes[input_order[s]]);
+  }
+  for (std::size_t s = 0; s < output_order.size(); ++s) {
+    output_offset[s] = p.output_bytes;
+    p.output_bytes = detail::checked_add(p.output_bytes, item_sizes[output_order[s]]);
+  }
+
+  // Send order: by destination location (rank, slot), unique per item.
+  std::sort(by_source.begin(), by_source.end(),
+            [&](item_id a, item_id b) { return r.destination[a] < r.destination[b]; });
+  p.pack_slots.reserve(by_source.size());
+  p.pack_offsets.reserve(by_source.size());
+  p.pack_sizes.reserve(by_source.size());
+  for (item_id i : by_source) {
+    p.pack_slots.push_back(r.source[i].slot);
+    p.pack_offsets.push_back(input_offset[r.source[i].slot]);
+    p.pack_sizes.push_back(item_sizes[i]);
+    p.send_counts[r.destination[i].rank] += item_sizes[i];
+  }
+  // Receive order: by source rank, then by destination slot (the order each sender packs).
+  std::sort(by_dest.begin(), by_dest.end(), [&](item_id a, item_id b) {
+    if (r.source[a].rank != r.source[b].rank) return r.source[a].rank < r.source[b].rank;
+    return r.destination[a].slot < r.destination[b].slot;
+  });
+  p.unpack_slots.reserve(by_dest.size());
+  p.unpack_offsets.reserve(by_dest.size());
+  p.unpack_sizes.reserve(by_dest.size());
+  for (item_id i : by_dest) {
+    p.unpack_slots.push_back(r.destination[i].slot);
+    p.unpack_offsets.push_back(output_offset[r.destination[i].slot]);
+    p.unpack_sizes.push_back(item_sizes[i]);
+    p.recv_counts[r.source[i].rank] += item_sizes[i];
+  }
+  for (rank_t q = 0; q < r.ranks; ++q) {
+    p.send_displs[q] = p.send_bytes;
+    p.send_bytes += p.send_counts[q];
+    p.recv_displs[q] = p.recv_bytes;
+    p.recv_bytes += p.recv_counts[q];
+  }
+  return p;
+}
+
+/// Builds the plan of every rank (for in-process simulation and tests). O(ranks · n).
+[[nodiscard]] inline std::vector<alltoall_plan> make_alltoall_plans(const rearrangement& r,
+                                                                    std::span<const std::uint64_t> item_sizes) {
+  std::vector<alltoall_plan> plans;
+  plans.reserve(r.ranks);
+  for (rank_t q = 0; q < r.ranks; ++q) plans.push_back(make_alltoall_plan(r, item_sizes, q));
+  return plans;
+}
+
+namespace detail {
+
+/// Order-dependent 64-bit hash state: each step h ← splitmix64(h ⊕ w) is a bijection of h for
+/// a fixed w, so changing any ONE word of a fixed-length sequence always changes the result
+/// (not just with high probability); unrelated sequences collide with probability ~2^-64.
+struct fingerprint_state {
+  std::uint64_t h = 0x6d6d62616c2d7031ULL;  // "mmbal-p1": versions the hashed layout
+  void add(std::uint64_t w) noexcept { h = splitmix64(h ^ w); }
+};
+
+[[nodiscard]] constexpr std::uint64_t pack_location(location l) noexcept {
+  return (std::uint64_t{l.rank} << 32) | l.slot;
+}
+
+}  // namespace detail
+
+/// A 64-bit fingerprint of a rearrangement together with its item sizes: hashes, in this fixed
+/// order, `ranks`, the item count, then for every item in id order its source location, its
+/// destination location and its size. Identical on every rank, compiler and platform for
+/// identical inputs (no unordered containers, no pointers, fixed-width arithmetic); changing
+/// any single location or size always changes it (see `detail::fingerprint_state`).
+/// Transports all-reduce it (min and max) before the exchange and throw on every rank when
+/// ranks disagree. Does not validate `r`. Throws when the sizes do not match the items. O(n).
+[[nodiscard]] inline std::uint64_t fingerprint(const rearrangement& r, std::span<const std::uint64_t> item_sizes) {
+  if (item_sizes.size() != r.size() || r.destination.size() != r.source.size())
+    detail::throw_invalid("fingerprint: ", r.source.size(), " sources, ", r.destination.size(), " destinations, ",
+                          item_sizes.size(), " item sizes");
+  detail::fingerprint_state s;
+  s.add(r.ranks);
+  s.add(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    s.add(detail::pack_location(r.source[i]));
+    s.add(detail::pack_location(r.destination[i]));
+    s.add(item_sizes[i]);
+  }
+  return s.h;
+}
+
+/// Folds several fingerprints (e.g. every phase of one training step) into one, order-dependent.
+[[nodiscard]] inline std::uint64_t combine_fingerprints(std::span<const std::uint64_t> parts) {
+  detail::fingerprint_state s;
+  s.add(parts.size());
+  for (std::uint64_t f : parts) s.add(f);
+  return s.h;
+}
+
+}  // namespace mmbal
