@@ -163,37 +163,65 @@ class count_limiter {
   std::uint32_t big_left_ = 0;
 };
 
-/// Item ids sorted by weight descending, ties by ascending id. Stable LSD radix sort over the
-/// significant bits of (max w − w), 11 bits per pass, on (key << 32 | id) words read in id
-/// order — stability gives the id tie-break for free. O(n · ⌈bits(max w) / 11⌉); small inputs
-/// use std::sort of the same packed words.
+/// Stable LSD radix sort of packed (key << 32 | id) words by their key bits (11 bits per
+/// pass over the significant bits of the largest key); small inputs use std::sort of the
+/// same words. Read in id order, stability makes ties come out by ascending id.
+inline void sort_packed(std::vector<std::uint64_t>& keys, length_t max_key) {
+  const int bits = std::bit_width(max_key);
+  if (bits == 0) return;
+  if (keys.size() < 1024) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  constexpr int digit = 11;
+  constexpr std::size_t radix = std::size_t{1} << digit;
+  std::vector<std::uint64_t> tmp(keys.size());
+  std::vector<std::uint32_t> count(radix);
+  for (int shift = 32; shift < 32 + bits; shift += digit) {
+    std::fill(count.begin(), count.end(), 0u);
+    for (std::uint64_t k : keys) ++count[(k >> shift) & (radix - 1)];
+    std::uint32_t sum = 0;
+    for (auto& c : count) sum += std::exchange(c, sum);
+    for (std::uint64_t k : keys) tmp[count[(k >> shift) & (radix - 1)]++] = k;
+    keys.swap(tmp);
+  }
+}
+
+/// Item ids sorted by weight descending, ties by ascending id: a radix sort of
+/// ((max w − w) << 32 | id). O(n · ⌈bits(max w) / 11⌉).
 [[nodiscard]] inline std::vector<item_id> descending_order(std::span<const length_t> weights) {
   const std::size_t n = weights.size();
-  std::vector<item_id> out(n);
-  if (n == 0) return out;
   length_t max_w = 0;
   for (length_t w : weights) max_w = std::max(max_w, w);
   std::vector<std::uint64_t> keys(n);
   for (std::size_t i = 0; i < n; ++i)
     keys[i] = (std::uint64_t{static_cast<length_t>(max_w - weights[i])} << 32) | static_cast<std::uint64_t>(i);
-  const int bits = std::bit_width(max_w);
-  if (n < 1024 || bits == 0) {
-    if (bits != 0) std::sort(keys.begin(), keys.end());
-  } else {
-    constexpr int digit = 11;
-    constexpr std::size_t radix = std::size_t{1} << digit;
-    std::vector<std::uint64_t> tmp(n);
-    std::vector<std::uint32_t> count(radix);
-    for (int shift = 32; shift < 32 + bits; shift += digit) {
-      std::fill(count.begin(), count.end(), 0u);
-      for (std::uint64_t k : keys) ++count[(k >> shift) & (radix - 1)];
-      std::uint32_t sum = 0;
-      for (auto& c : count) sum += std::exchange(c, sum);
-      for (std::uint64_t k : keys) tmp[count[(k >> shift) & (radix - 1)]++] = k;
-      keys.swap(tmp);
-    }
-  }
+  sort_packed(keys, max_w);
+  std::vector<item_id> out(n);
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<item_id>(keys[i] & 0xffffffffu);
+  return out;
+}
+
+/// Item ids sorted by weight ascending, ties by ascending id. O(n · ⌈bits(max w) / 11⌉).
+[[nodiscard]] inline std::vector<item_id> ascending_order(std::span<const length_t> weights) {
+  const std::size_t n = weights.size();
+  length_t max_w = 0;
+  for (length_t w : weights) max_w = std::max(max_w, w);
+  std::vector<std::uint64_t> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = (std::uint64_t{weights[i]} << 32) | static_cast<std::uint64_t>(i);
+  sort_packed(keys, max_w);
+  std::vector<item_id> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<item_id>(keys[i] & 0xffffffffu);
+  return out;
+}
+
+/// Unit indices sorted by u64 weight ascending, ties by ascending unit index.
+[[nodiscard]] inline std::vector<std::uint32_t> ascending_order(std::span<const std::uint64_t> weights) {
+  std::vector<std::uint32_t> out(weights.size());
+  for (std::uint32_t i = 0; i < out.size(); ++i) out[i] = i;
+  std::sort(out.begin(), out.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return weights[a] != weights[b] ? weights[a] < weights[b] : a < b;
+  });
   return out;
 }
 
