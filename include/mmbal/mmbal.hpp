@@ -10,4 +10,6 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
+#include <mmbal/sampling/grouping.hpp>
+#include <mmbal/sampling/isf.hpp>
 #include <mmbal/workload/sample.hpp>
