@@ -1,0 +1,407 @@
+#pragma once
+/// @file
+/// `refine`: local search that lowers the maximum bin cost of any assignment — moves and
+/// pairwise swaps of items between the most loaded bin and the least loaded ones while the
+/// maximum strictly drops, never violating a constraint (DESIGN.md §5.1).
+
+#include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/core/concepts.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/metrics.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace mmbal::balance {
+
+/// Work bounds of `refine`. Both bound the search; neither changes what counts as an
+/// improvement.
+struct refine_options {
+  /// Accepted steps (one move or one swap each) are at most `max_passes` × (number of units,
+  /// i.e. items, or groups when groups are given): on average every unit may move
+  /// `max_passes` times. Default 4. 0 disables the search (the start is returned).
+  std::uint32_t max_passes = 4;
+  /// Per step, the partners of the most loaded bin are the least loaded bins in increasing
+  /// load (ties by index); at most `max_partners` of them are tried, and the first that
+  /// admits an improving move or swap is used with its best one. Default 16.
+  std::uint32_t max_partners = 16;
+};
+
+namespace detail {
+
+/// Count bounds of a bin under `count_cap`: [lo, hi].
+struct count_bounds {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = std::numeric_limits<std::uint64_t>::max();
+  [[nodiscard]] bool admits(std::uint64_t count) const noexcept { return count >= lo && count <= hi; }
+};
+
+inline count_bounds make_count_bounds(const count_cap& c, std::uint64_t n, rank_t bins) {
+  count_bounds b;
+  if (c.kind == count_cap::mode::fixed) b.hi = c.cap;
+  if (c.kind == count_cap::mode::equal) {
+    b.lo = n / bins;
+    b.hi = b.lo + (n % bins != 0 ? 1 : 0);
+  }
+  return b;
+}
+
+/// Shared state of one refine run: units, their bins, per-bin counts and the slot keys that
+/// give the final slot order (existing items keep their slot, moved ones are appended in
+/// the order they arrive).
+struct refine_state {
+  const units* u = nullptr;
+  std::vector<rank_t> unit_bin;
+  std::vector<std::uint64_t> counts;  // items per bin
+  std::vector<std::uint64_t> key;     // per item: start slot, or n + arrival sequence
+  std::uint64_t next_key = 0;
+
+  void move_unit(std::uint32_t k, rank_t to) {
+    const rank_t from = unit_bin[k];
+    counts[from] -= u->size(k);
+    counts[to] += u->size(k);
+    unit_bin[k] = to;
+    u->for_each(k, [&](item_id i) { key[i] = next_key++; });
+  }
+
+  [[nodiscard]] assignment build(rank_t bins) const {
+    const std::size_t n = key.size();
+    std::vector<rank_t> bin_of(n);
+    for (std::uint32_t k = 0; k < u->count; ++k) u->for_each(k, [&](item_id i) { bin_of[i] = unit_bin[k]; });
+    std::vector<item_id> order(n);
+    for (item_id i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](item_id a, item_id b) { return key[a] < key[b]; });
+    return assignment::from_placement(partition{bins, std::move(bin_of)}, order);
+  }
+};
+
+/// The most loaded bin (ties: smallest index) of a (load, bin) set.
+inline bin_key most_loaded(const std::set<bin_key>& by_load) {
+  const double top = std::prev(by_load.end())->load;
+  return *by_load.lower_bound(bin_key{top, 0});
+}
+
+/// A candidate step: unit `out` leaves the top bin for `partner`; with a swap, unit `in`
+/// comes back. `quality` = the larger of the two new loads (lower is better).
+struct refine_step {
+  bool found = false;
+  double quality = 0;
+  double new_top = 0, new_partner = 0;
+  rank_t partner = 0;
+  std::uint32_t out = 0;
+  std::uint32_t in = std::numeric_limits<std::uint32_t>::max();  // max = plain move
+  [[nodiscard]] bool swap() const noexcept { return in != std::numeric_limits<std::uint32_t>::max(); }
+};
+
+/// Additive fast path: a bin is its load (Σ unit costs) and its units sorted by (cost, unit);
+/// the best partner unit is found by binary search.
+template <batch_cost C>
+void refine_additive(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
+                     const count_bounds& cb, rank_t bins, const refine_options& opts) {
+  const units& u = *st.u;
+  using entry = std::pair<double, std::uint32_t>;  // (unit cost, unit)
+  std::vector<double> unit_cost(u.count, 0.0);
+  for (std::uint32_t k = 0; k < u.count; ++k) u.for_each(k, [&](item_id i) { unit_cost[k] += cost.item(weights[i]); });
+  std::vector<std::vector<entry>> content(bins);
+  std::vector<double> load(bins, 0.0);
+  for (std::uint32_t k = 0; k < u.count; ++k) content[st.unit_bin[k]].emplace_back(unit_cost[k], k);
+  for (rank_t b = 0; b < bins; ++b) {
+    std::sort(content[b].begin(), content[b].end());
+    for (const entry& e : content[b]) load[b] += e.first;
+  }
+  std::set<bin_key> by_load;
+  for (rank_t b = 0; b < bins; ++b) by_load.insert(bin_key{load[b], b});
+
+  const bool has_cap = limits.capacity.has_value();
+  const double cap = has_cap ? *limits.capacity : 0.0;
+  const std::uint64_t max_steps = std::uint64_t{opts.max_passes} * u.count;
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+
+  for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
+    const bin_key top = most_loaded(by_load);
+    const rank_t h = top.bin;
+    const double lh = load[h];
+    const std::vector<entry>& hc = content[h];
+    refine_step best;
+    std::uint32_t tried = 0;
+    for (auto it = by_load.begin(); it != by_load.end() && tried < opts.max_partners; ++it) {
+      if (it->bin == h) continue;
+      const rank_t t = it->bin;
+      const double lt = load[t];
+      if (!(lt < lh)) break;
+      ++tried;
+      const double half = (lh - lt) / 2;
+      const std::vector<entry>& tc = content[t];
+      auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
+        const double q = std::max(new_h, new_t);
+        if (!(q < lh)) return false;
+        if (has_cap && new_t > cap) return false;
+        if (!best.found || q < best.quality) best = refine_step{true, q, new_h, new_t, t, out, in};
+        return true;
+      };
+      auto counts_ok = [&](std::uint32_t so, std::uint32_t si) {
+        return cb.admits(st.counts[h] - so + si) && cb.admits(st.counts[t] + so - si);
+      };
+      // Moves: the pair maximum is max(lh − c, lt + c), unimodal in the moved cost c with its
+      // minimum at c = half; on each side of half the first admissible unit is that side's best.
+      {
+        const auto p = std::lower_bound(hc.begin(), hc.end(), entry{half, 0});
+        for (auto q = p; q != hc.end(); ++q) {
+          if (!(lt + q->first < lh) || (has_cap && lt + q->first > cap)) break;
+          if (!counts_ok(u.size(q->second), 0)) continue;
+          consider(q->second, none, lh - q->first, lt + q->first);
+          break;
+        }
+        for (auto q = p; q != hc.begin();) {
+          --q;
+          if (!(q->first > 0)) break;
+          if (!counts_ok(u.size(q->second), 0)) continue;
+          consider(q->second, none, lh - q->first, lt + q->first);
+          break;
+        }
+      }
+      // Swaps: for every unit a of the top bin the exchanged amount is δ = cost(a) − cost(b),
+      // best at δ = half; the partner's units are sorted, so the best b on each side of
+      // cost(a) − half is the first admissible one found scanning outward.
+      for (const entry& a : hc) {
+        if (!(a.first > 0)) continue;
+        const auto p = std::lower_bound(tc.begin(), tc.end(), entry{a.first - half, 0});
+        for (auto q = p; q != tc.end(); ++q) {
+          if (!(q->first < a.first)) break;
+          if (!counts_ok(u.size(a.second), u.size(q->second))) continue;
+          if (consider(a.second, q->second, (lh - a.first) + q->first, (lt - q->first) + a.first)) break;
+        }
+        for (auto q = p; q != tc.begin();) {
+          --q;
+          const double nt = (lt - q->first) + a.first;
+          if (!(nt < lh) || (has_cap && nt > cap)) break;  // smaller b only raises the partner
+          if (!counts_ok(u.size(a.second), u.size(q->second))) continue;
+          consider(a.second, q->second, (lh - a.first) + q->first, nt);
+          break;
+        }
+      }
+      if (best.found) break;
+    }
+    if (!best.found) return;
+
+    // Apply.
+    const rank_t t = best.partner;
+    by_load.erase(bin_key{load[h], h});
+    by_load.erase(bin_key{load[t], t});
+    auto erase_entry = [&](rank_t b, std::uint32_t k) {
+      auto& c = content[b];
+      c.erase(std::lower_bound(c.begin(), c.end(), entry{unit_cost[k], k}));
+    };
+    auto insert_entry = [&](rank_t b, std::uint32_t k) {
+      auto& c = content[b];
+      const entry e{unit_cost[k], k};
+      c.insert(std::lower_bound(c.begin(), c.end(), e), e);
+    };
+    erase_entry(h, best.out);
+    insert_entry(t, best.out);
+    st.move_unit(best.out, t);
+    if (best.swap()) {
+      erase_entry(t, best.in);
+      insert_entry(h, best.in);
+      st.move_unit(best.in, h);
+    }
+    load[h] = best.new_top;
+    load[t] = best.new_partner;
+    by_load.insert(bin_key{load[h], h});
+    by_load.insert(bin_key{load[t], t});
+  }
+}
+
+/// Any-cost path: a bin keeps its units in slot-key order and its `C::state`; the cost of a
+/// bin without one of its units is refolded (O(s²) per bin and step, s = units per bin).
+template <batch_cost C>
+void refine_general(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
+                    const count_bounds& cb, rank_t bins, const refine_options& opts) {
+  const units& u = *st.u;
+  using state = typename C::state;
+  std::vector<std::vector<std::uint32_t>> content(bins);
+  for (std::uint32_t k = 0; k < u.count; ++k) content[st.unit_bin[k]].push_back(k);
+  auto first_key = [&](std::uint32_t k) {
+    std::uint64_t m = std::numeric_limits<std::uint64_t>::max();
+    u.for_each(k, [&](item_id i) { m = std::min(m, st.key[i]); });
+    return m;
+  };
+  auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
+    state s = cost.empty();
+    for (std::uint32_t k : c)
+      if (k != skip) s = unit_state(u, k, weights, cost, s);
+    return s;
+  };
+  std::vector<state> states(bins);
+  std::vector<double> load(bins);
+  std::set<bin_key> by_load;
+  for (rank_t b = 0; b < bins; ++b) {
+    std::sort(content[b].begin(), content[b].end(),
+              [&](std::uint32_t a, std::uint32_t c) { return first_key(a) < first_key(c); });
+    states[b] = fold(content[b], std::numeric_limits<std::uint32_t>::max());
+    load[b] = cost.value(states[b]);
+    by_load.insert(bin_key{load[b], b});
+  }
+  const bool has_cap = limits.capacity.has_value();
+  const double cap = has_cap ? *limits.capacity : 0.0;
+  const std::uint64_t max_steps = std::uint64_t{opts.max_passes} * u.count;
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+
+  std::vector<state> without_h, without_t;
+  for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
+    const rank_t h = most_loaded(by_load).bin;
+    const double lh = load[h];
+    const auto& hc = content[h];
+    without_h.clear();
+    for (std::uint32_t k : hc) without_h.push_back(fold(hc, k));
+    refine_step best;
+    std::uint32_t tried = 0;
+    for (auto it = by_load.begin(); it != by_load.end() && tried < opts.max_partners; ++it) {
+      if (it->bin == h) continue;
+      const rank_t t = it->bin;
+      if (!(load[t] < lh)) break;
+      ++tried;
+      const auto& tc = content[t];
+      without_t.clear();
+      for (std::uint32_t k : tc) without_t.push_back(fold(tc, k));
+      auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
+        const double q = std::max(new_h, new_t);
+        if (!(q < lh) || (has_cap && new_t > cap)) return;
+        if (!best.found || q < best.quality) best = refine_step{true, q, new_h, new_t, t, out, in};
+      };
+      for (std::size_t a = 0; a < hc.size(); ++a) {
+        const std::uint32_t ka = hc[a], sa = u.size(ka);
+        if (cb.admits(st.counts[h] - sa) && cb.admits(st.counts[t] + sa))
+          consider(ka, none, cost.value(without_h[a]), cost.value(unit_state(u, ka, weights, cost, states[t])));
+        for (std::size_t b = 0; b < tc.size(); ++b) {
+          const std::uint32_t kb = tc[b], sb = u.size(kb);
+          if (!cb.admits(st.counts[h] - sa + sb) || !cb.admits(st.counts[t] + sb - sa)) continue;
+          consider(ka, kb, cost.value(unit_state(u, kb, weights, cost, without_h[a])),
+                   cost.value(unit_state(u, ka, weights, cost, without_t[b])));
+        }
+      }
+      if (best.found) break;
+    }
+    if (!best.found) return;
+    const rank_t t = best.partner;
+    by_load.erase(bin_key{load[h], h});
+    by_load.erase(bin_key{load[t], t});
+    auto& from = content[h];
+    auto& to = content[t];
+    from.erase(std::find(from.begin(), from.end(), best.out));
+    to.push_back(best.out);
+    st.move_unit(best.out, t);
+    if (best.swap()) {
+      to.erase(std::find(to.begin(), to.end(), best.in));
+      from.push_back(best.in);
+      st.move_unit(best.in, h);
+    }
+    // Refold both bins in slot order, so the tracked loads are what `bin_loads` recomputes.
+    states[h] = fold(from, none);
+    states[t] = fold(to, none);
+    load[h] = cost.value(states[h]);
+    load[t] = cost.value(states[t]);
+    by_load.insert(bin_key{load[h], h});
+    by_load.insert(bin_key{load[t], t});
+  }
+}
+
+}  // namespace detail
+
+/// Local search after any partitioner: repeatedly takes the most loaded bin (ties: smallest
+/// index) and its partners — the least loaded bins, in increasing load — and applies the best
+/// move of one unit to the first partner that admits an improving step, or the best pairwise
+/// swap of a unit of the top bin with a lighter unit of that partner. A step is improving when
+/// both new loads are strictly below the top bin's load, so every step strictly lowers the
+/// pair (maximum, number of bins at the maximum) and the maximum never rises; the search stops
+/// when the most loaded bin admits no improving step or the work bound is reached.
+///
+/// - Guarantee: max(result) ≤ max(start) (recomputed with `bin_loads`; if floating-point
+///   rounding of the incremental loads ever disagreed, the start is returned); every
+///   constraint the start satisfies stays satisfied: `count_cap` (per-bin counts stay within
+///   ⌊n/d⌋…⌈n/d⌉ for `equal`, ≤ cap for `fixed`), `capacity` (a receiving bin stays ≤ cap),
+///   `groups` (a group moves as one unit, so its items move together or not at all).
+/// - Complexity: additive costs keep each bin's units sorted by cost and find the best swap
+///   partner by binary search: O(s log s · max_partners + s + log d) per step (s = units per
+///   bin); other costs refold bins, O(s² · max_partners) per step. At most
+///   `max_passes` × units steps.
+/// - Determinism: ties broken by bin index, then by unit order; no randomness.
+/// - Slot order: items that stay keep their relative slot order, items that arrive go last in
+///   arrival order, and the remaining slots are compacted to 0..k−1.
+/// - Errors (`invalid_input`): `start` invalid or of another size than `weights`, a group
+///   split across bins, or a start that already violates a count cap or the capacity.
+/// @param start   the assignment to improve (e.g. the output of `lpt`)
+/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 16 partners)
+/// @see OrchMLLM §5.1 (objective: minimise the maximum); DESIGN.md §5.1 `refine`.
+template <batch_cost C>
+[[nodiscard]] assignment refine(const assignment& start, std::span<const length_t> weights, const C& cost,
+                                const constraints& limits, const refine_options& opts = {}) {
+  const char* name = "refine";
+  if (start.size() != weights.size())
+    mmbal::detail::throw_invalid(name, ": start assignment has ", start.size(), " items but there are ", weights.size(),
+                                 " weights");
+  detail::check_problem(name, weights, start.bins, limits);
+  start.validate();
+  const rank_t bins = start.bins;
+  const std::size_t n = weights.size();
+  const detail::units u = detail::make_units(n, limits.groups);
+
+  detail::refine_state st;
+  st.u = &u;
+  st.unit_bin.resize(u.count);
+  st.counts.assign(bins, 0);
+  st.key.resize(n);
+  st.next_key = n;
+  for (item_id i = 0; i < n; ++i) st.key[i] = start.where[i].slot;
+  for (std::uint32_t k = 0; k < u.count; ++k) {
+    bool first = true;
+    u.for_each(k, [&](item_id i) {
+      const rank_t b = start.where[i].rank;
+      if (first)
+        st.unit_bin[k] = b;
+      else if (b != st.unit_bin[k])
+        mmbal::detail::throw_invalid(name, ": the start splits group ", limits.groups[i], " across bins ",
+                                     st.unit_bin[k], " and ", b);
+      first = false;
+    });
+    st.counts[st.unit_bin[k]] += u.size(k);
+  }
+  const detail::count_bounds cb = detail::make_count_bounds(limits.counts, n, bins);
+  for (rank_t b = 0; b < bins; ++b)
+    if (!cb.admits(st.counts[b]))
+      mmbal::detail::throw_invalid(name, ": the start violates the count cap: bin ", b, " holds ", st.counts[b],
+                                   " items, allowed ", cb.lo, "..", cb.hi);
+  const std::vector<double> before = bin_loads(start, weights, cost);
+  if (limits.capacity)
+    for (rank_t b = 0; b < bins; ++b)
+      if (before[b] > *limits.capacity)
+        mmbal::detail::throw_invalid(name, ": the start violates the capacity: bin ", b, " costs ", before[b], " > ",
+                                     *limits.capacity);
+  if (bins < 2 || n == 0 || opts.max_passes == 0) return start;
+
+  if constexpr (additive_cost<C>)
+    detail::refine_additive(st, weights, cost, limits, cb, bins, opts);
+  else
+    detail::refine_general(st, weights, cost, limits, cb, bins, opts);
+
+  assignment out = st.build(bins);
+  // Safety net against rounding of the incremental additive loads: the result is checked
+  // with the same fold `bin_loads` uses.
+  const std::vector<double> after = bin_loads(out, weights, cost);
+  const double max_before = *std::max_element(before.begin(), before.end());
+  const double max_after = *std::max_element(after.begin(), after.end());
+  if (max_after > max_before) return start;
+  if (limits.capacity)
+    for (double l : after)
+      if (l > *limits.capacity) return start;
+  return out;
+}
+
+}  // namespace mmbal::balance

@@ -1,0 +1,307 @@
+// Tests of balance/refine.hpp: the maximum never rises, improving steps are found, every
+// constraint stays satisfied, determinism, slot order, brute-force optima on small inputs.
+#include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/refine.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+using namespace mmbal;
+using balance::constraints;
+using balance::count_cap;
+using balance::refine;
+using balance::refine_options;
+
+namespace {
+
+double max_load(const assignment& a, std::span<const length_t> w, const auto& cost) {
+  const auto loads = bin_loads(a, w, cost);
+  return loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
+}
+
+std::vector<length_t> random_weights(rng_engine& g, std::size_t n, length_t hi) {
+  std::vector<length_t> w(n);
+  for (auto& x : w) x = static_cast<length_t>(uniform_below(g, hi + 1));
+  return w;
+}
+
+assignment random_assignment(rng_engine& g, std::size_t n, rank_t bins) {
+  partition p{bins, std::vector<rank_t>(n)};
+  for (auto& b : p.bin_of) b = static_cast<rank_t>(uniform_below(g, bins));
+  return assignment::from_partition(p);
+}
+
+/// Brute-force optimum of the maximum over all bins^n partitions (additive or not).
+template <class C>
+double brute_force_optimum(std::span<const length_t> w, rank_t bins, const C& cost) {
+  const std::size_t n = w.size();
+  std::vector<rank_t> bin(n, 0);
+  double best = std::numeric_limits<double>::infinity();
+  for (;;) {
+    std::vector<typename C::state> s(bins, cost.empty());
+    for (std::size_t i = 0; i < n; ++i) s[bin[i]] = cost.add(s[bin[i]], w[i]);
+    double m = 0;
+    for (auto& x : s) m = std::max(m, cost.value(x));
+    best = std::min(best, m);
+    std::size_t k = 0;
+    while (k < n && ++bin[k] == bins) bin[k++] = 0;
+    if (k == n) break;
+  }
+  return best;
+}
+
+/// Checks the invariants of a refine result against its start.
+template <class C>
+void check_result(const assignment& start, const assignment& out, std::span<const length_t> w, const C& cost,
+                  const constraints& limits) {
+  REQUIRE(out.size() == start.size());
+  REQUIRE(out.bins == start.bins);
+  REQUIRE_NOTHROW(out.validate());
+  REQUIRE(max_load(out, w, cost) <= max_load(start, w, cost));
+  const auto sizes = out.to_partition().bin_sizes();
+  const std::size_t n = w.size();
+  if (limits.counts.kind == count_cap::mode::equal)
+    for (auto s : sizes) REQUIRE((s == n / out.bins || s == (n + out.bins - 1) / out.bins));
+  if (limits.counts.kind == count_cap::mode::fixed)
+    for (auto s : sizes) REQUIRE(s <= limits.counts.cap);
+  if (limits.capacity)
+    for (double l : bin_loads(out, w, cost)) REQUIRE(l <= *limits.capacity);
+  if (!limits.groups.empty()) {
+    std::map<std::uint64_t, rank_t> where;
+    for (std::size_t i = 0; i < n; ++i) {
+      auto [it, fresh] = where.emplace(limits.groups[i], out.where[i].rank);
+      if (!fresh) REQUIRE(it->second == out.where[i].rank);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("refine: a single move lowers the maximum; slots of staying items are kept, arrivals go last") {
+  // Bin 0 = {8, 2} (10), bin 1 = {5, 1} (6): moving the 2 gives 8 / 8.
+  const std::vector<length_t> w{8, 5, 2, 1};
+  const assignment start{2, {{0, 0}, {1, 0}, {0, 1}, {1, 1}}};
+  const assignment out = refine(start, w, cost::tokens{}, constraints{});
+  CHECK(out == assignment{2, {{0, 0}, {1, 0}, {1, 2}, {1, 1}}});
+  CHECK(max_load(out, w, cost::tokens{}) == 8.0);
+}
+
+TEST_CASE("refine: a single swap reaches the optimum when counts are fixed") {
+  // Equal counts forbid moves; swapping 3 and 1 turns 10 / 6 into 8 / 8.
+  const std::vector<length_t> w{7, 3, 5, 1};
+  const assignment start{2, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}};
+  constraints limits;
+  limits.counts.kind = count_cap::mode::equal;
+  const assignment out = refine(start, w, cost::tokens{}, limits);
+  CHECK(out == assignment{2, {{0, 0}, {1, 1}, {1, 0}, {0, 1}}});
+  CHECK(max_load(out, w, cost::tokens{}) == 8.0);
+  // Without the swap (max_passes = 0) nothing changes.
+  CHECK(refine(start, w, cost::tokens{}, limits, refine_options{0, 16}) == start);
+}
+
+TEST_CASE("refine: LPT's classic worst case is repaired by one swap") {
+  // Graham's example for d = 2: {3, 3, 2, 2, 2}: LPT gives 7 / 5, the optimum is 6 / 6.
+  const std::vector<length_t> w{3, 3, 2, 2, 2};
+  const assignment start = balance::lpt{}(w, 2, cost::tokens{});
+  REQUIRE(max_load(start, w, cost::tokens{}) == 7.0);
+  const assignment out = refine(start, w, cost::tokens{}, constraints{});
+  CHECK(max_load(out, w, cost::tokens{}) == 6.0);
+  CHECK(brute_force_optimum(std::span<const length_t>(w), 2, cost::tokens{}) == 6.0);
+}
+
+TEMPLATE_TEST_CASE("refine: the maximum never rises and the result is a valid assignment", "", cost::tokens,
+                   cost::padded, cost::conv_attention) {
+  TestType cost{};
+  for (std::uint64_t seed = 0; seed < 150; ++seed) {
+    auto g = make_rng(seed, 11);
+    const std::size_t n = uniform_below(g, 60);
+    const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 9));
+    const auto w = random_weights(g, n, seed % 3 == 0 ? 5 : 1000);
+    const assignment start = seed % 2 == 0 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost);
+    const assignment out = refine(start, w, cost, constraints{});
+    check_result(start, out, w, cost, constraints{});
+  }
+}
+
+TEST_CASE("refine: attention cost (additive, quadratic) never rises") {
+  const cost::attention cost{1.0, 0.001};
+  for (std::uint64_t seed = 0; seed < 100; ++seed) {
+    auto g = make_rng(seed, 12);
+    const std::size_t n = 1 + uniform_below(g, 200);
+    const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 16));
+    const auto w = random_weights(g, n, 4096);
+    const assignment start = random_assignment(g, n, bins);
+    const assignment out = refine(start, w, cost, constraints{});
+    check_result(start, out, w, cost, constraints{});
+    CHECK(max_load(out, w, cost) < max_load(start, w, cost) + 1e-9 * max_load(start, w, cost));
+  }
+}
+
+TEST_CASE("refine: on random starts the top bin ends locally optimal (no improving move or swap)") {
+  // With every bin as a partner, the stopping rule is: no move of one item from the most
+  // loaded bin and no swap with any other bin leaves both bins strictly below the maximum.
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    auto g = make_rng(seed, 13);
+    const std::size_t n = 2 + uniform_below(g, 40);
+    const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, 6));
+    const auto w = random_weights(g, n, 100);
+    const assignment start = random_assignment(g, n, bins);
+    const assignment out = refine(start, w, cost::tokens{}, constraints{}, refine_options{1000, 1000});
+    const auto loads = bin_loads(out, w, cost::tokens{});
+    const double top = *std::max_element(loads.begin(), loads.end());
+    const rank_t h = static_cast<rank_t>(std::find(loads.begin(), loads.end(), top) - loads.begin());
+    for (std::size_t a = 0; a < n; ++a) {
+      if (out.where[a].rank != h) continue;
+      for (rank_t t = 0; t < bins; ++t) {
+        if (t == h) continue;
+        INFO("seed " << seed << " item " << a << " partner " << t);
+        CHECK_FALSE((loads[h] - w[a] < top && loads[t] + w[a] < top));
+        for (std::size_t b = 0; b < n; ++b) {
+          if (out.where[b].rank != t) continue;
+          const double nh = loads[h] - w[a] + w[b], nt = loads[t] - w[b] + w[a];
+          CHECK_FALSE((nh < top && nt < top));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("refine: constraints stay satisfied on random instances") {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    auto g = make_rng(seed, 14);
+    const std::size_t n = uniform_below(g, 80);
+    const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 8));
+    const auto w = random_weights(g, n, 500);
+    std::vector<std::uint64_t> groups(n);
+    for (auto& x : groups) x = uniform_below(g, std::max<std::size_t>(1, n / 2));
+    constraints limits;
+    switch (seed % 5) {
+      case 0:
+        limits.counts.kind = count_cap::mode::equal;
+        break;
+      case 1:
+        limits.counts.kind = count_cap::mode::fixed;
+        limits.counts.cap = static_cast<std::uint32_t>((n + bins - 1) / bins + uniform_below(g, 3));
+        break;
+      case 2:
+        limits.groups = groups;
+        break;
+      case 3: {
+        // Capacity comfortably above what LPT reaches so the start is feasible.
+        const double lpt_max = max_load(balance::lpt{}(w, bins, cost::tokens{}), w, cost::tokens{});
+        limits.capacity = lpt_max * 1.02 + 1;
+        break;
+      }
+      default:
+        limits.groups = groups;
+        limits.counts.kind = count_cap::mode::fixed;
+        limits.counts.cap = static_cast<std::uint32_t>(n);
+        limits.capacity = 1e12;
+        break;
+    }
+    INFO("seed " << seed);
+    const assignment start = balance::lpt{}(w, bins, cost::tokens{}, limits);
+    const assignment out = refine(start, w, cost::tokens{}, limits);
+    check_result(start, out, w, cost::tokens{}, limits);
+    // The same through the general (non-additive) path.
+    constraints limits_p = limits;
+    if (seed % 5 == 3)
+      limits_p.capacity = max_load(balance::lpt{}(w, bins, cost::padded{}), w, cost::padded{}) * 1.02 + 1;
+    const assignment start_p = balance::lpt{}(w, bins, cost::padded{}, limits_p);
+    check_result(start_p, refine(start_p, w, cost::padded{}, limits_p), w, cost::padded{}, limits_p);
+  }
+}
+
+TEST_CASE("refine: capacity is checked on the receiving bin; a start that splits a group is rejected") {
+  // 10 / 6 with capacity 10: the receiving bin ends below the old maximum, so an additive
+  // cost never needs the cap to reject a step; moving 2 gives 8 / 8.
+  const std::vector<length_t> w{8, 5, 2, 1};
+  const assignment start{2, {{0, 0}, {1, 0}, {0, 1}, {1, 1}}};
+  constraints limits;
+  limits.capacity = 10.0;
+  CHECK(max_load(refine(start, w, cost::tokens{}, limits), w, cost::tokens{}) == 8.0);
+  // Padded cost (count x max): bin 0 = {8, 2} costs 16, bin 1 = {5, 1} costs 10. Moving the 2
+  // gives 8 | 15 (within the cap 16), moving the 8 gives 2 | 24; nothing improves 15 further.
+  limits.capacity = 16.0;
+  const assignment padded_free = refine(start, w, cost::padded{}, limits);
+  CHECK(max_load(padded_free, w, cost::padded{}) == 15.0);
+  constraints tight;
+  tight.capacity = 16.0;
+  const std::vector<length_t> w2{8, 7, 2, 1};  // bin 0 = {8, 2} = 16, bin 1 = {7, 1} = 14
+  const assignment blocked = refine(start, w2, cost::padded{}, tight);
+  // Moving 2 gives 8 | 21; moving 8 gives 2 | 24; swap 2<->1: 16 | 14; swap 8<->7: 14 | 16;
+  // swap 8<->1: 4 | 16; swap 2<->7: 16 | 16: no step leaves both bins below 16, the start stays.
+  CHECK(blocked == start);
+  const std::vector<std::uint64_t> groups{0, 1, 2, 2};  // items 2 and 3 sit on different bins
+  limits.groups = groups;
+  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, limits), invalid_input);
+}
+
+TEST_CASE("refine: groups move as one unit") {
+  // Bin 0 = {6, 2+2 (one group)} = 10, bin 1 = {4} = 4: only the group (4) can move: 6 / 8.
+  const std::vector<length_t> w{6, 2, 2, 4};
+  const std::vector<std::uint64_t> groups{1, 7, 7, 9};
+  constraints limits;
+  limits.groups = groups;
+  const assignment start{2, {{0, 0}, {0, 1}, {0, 2}, {1, 0}}};
+  const assignment out = refine(start, w, cost::tokens{}, limits);
+  CHECK(out.where[1].rank == out.where[2].rank);
+  CHECK(max_load(out, w, cost::tokens{}) == 8.0);  // 6 | 4+2+2; without groups 6+2 | 4+2 = 8 too
+  const assignment ungrouped = refine(start, w, cost::tokens{}, constraints{});
+  CHECK(max_load(ungrouped, w, cost::tokens{}) == 8.0);
+}
+
+TEST_CASE("refine: deterministic and independent of the weight container") {
+  auto g = make_rng(99, 15);
+  const auto w = random_weights(g, 500, 3000);
+  const assignment start = random_assignment(g, w.size(), 13);
+  const assignment a = refine(start, w, cost::tokens{}, constraints{});
+  const assignment b = refine(start, std::span<const length_t>(w.data(), w.size()), cost::tokens{}, constraints{});
+  CHECK(a == b);
+  CHECK(refine(a, w, cost::tokens{}, constraints{}) == refine(a, w, cost::tokens{}, constraints{}));
+}
+
+TEST_CASE("refine: brute-force comparison on small instances") {
+  std::size_t reached = 0, total = 0;
+  for (std::uint64_t seed = 0; seed < 120; ++seed) {
+    auto g = make_rng(seed, 16);
+    const std::size_t n = 1 + uniform_below(g, 9);
+    const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, 2));
+    const auto w = random_weights(g, n, 50);
+    const double opt = brute_force_optimum(std::span<const length_t>(w), bins, cost::tokens{});
+    const assignment start = balance::lpt{}(w, bins, cost::tokens{});
+    const double r = max_load(refine(start, w, cost::tokens{}, constraints{}), w, cost::tokens{});
+    INFO("seed " << seed);
+    REQUIRE(r >= opt);
+    REQUIRE(r <= max_load(start, w, cost::tokens{}));
+    REQUIRE(r <= (4.0 / 3.0) * opt);
+    reached += r == opt;
+    ++total;
+  }
+  // Local search reaches the optimum on most of these small instances.
+  CHECK(reached * 10 >= total * 8);
+}
+
+TEST_CASE("refine: bad input") {
+  const std::vector<length_t> w{1, 2, 3};
+  const assignment start{2, {{0, 0}, {1, 0}, {0, 1}}};
+  CHECK_THROWS_AS(refine(start, std::span<const length_t>(w.data(), 2), cost::tokens{}, constraints{}), invalid_input);
+  const assignment broken{2, {{0, 0}, {0, 0}, {1, 0}}};
+  CHECK_THROWS_AS(refine(broken, w, cost::tokens{}, constraints{}), invalid_input);
+  constraints cap;
+  cap.counts.kind = count_cap::mode::fixed;
+  cap.counts.cap = 1;  // 2 * 1 < 3 items: infeasible
+  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, cap), invalid_input);
+  constraints tight;
+  tight.capacity = 3.5;  // bin 0 holds 1 + 3 = 4 > 3.5
+  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, tight), invalid_input);
+  const assignment empty{3, {}};
+  CHECK(refine(empty, std::span<const length_t>{}, cost::tokens{}, constraints{}) == empty);
+}
