@@ -1,0 +1,102 @@
+// `mmbal generate`: writes a realistic workload as JSONL (DESIGN.md §6, shared/WORKLOADS.md).
+#include "tool.hpp"
+
+#include <mmbal/workload/generators.hpp>
+#include <mmbal/workload/jsonl.hpp>
+#include <mmbal/workload/length_data.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace {
+
+struct generate_state {
+  std::string family;
+  std::uint64_t samples = 0;
+  bool samples_given = false;
+  std::uint32_t ranks = 1;
+  std::uint64_t seed = 0;
+  std::string data_dir;
+  std::string layout = "mp";
+  std::uint32_t pack_tokens = 65536;
+  std::string output;
+  std::uint32_t max_num = 12;
+  std::string vision = "qwen2vl";
+  bool whisper_pad = false;
+  std::uint32_t text_prefix = 16;
+};
+
+int run_generate(const generate_state& s) {
+  const mmbal::family f = mmbal::parse_family(s.family);
+  mmbal::generator_options o;
+  o.ranks = s.ranks;
+  o.seed = s.seed;
+  o.internvl_max_num = s.max_num;
+  o.omni_vision = mmbal::parse_vision_backend(s.vision);
+  o.whisper_pad_to_30s = s.whisper_pad;
+  o.text_prefix = s.text_prefix;
+  o.layout = mmbal::parse_pack_layout(s.layout);
+  o.pack_tokens = s.pack_tokens;
+  if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
+  if (f == mmbal::family::longctx) {
+    if (s.pack_tokens == 0) mmbal::detail::throw_invalid("--pack-tokens 0: a pack needs at least one token");
+  } else {
+    if (!s.samples_given) mmbal::detail::throw_invalid("--samples N is required for family '", s.family, "'");
+    if (s.samples == 0) mmbal::detail::throw_invalid("--samples 0: a workload needs at least one sample");
+    o.samples = s.samples;
+  }
+  const mmbal::length_data data = mmbal::load_length_data(mmbal::find_data_dir(s.data_dir));
+  const mmbal::workload w = mmbal::generate(f, o, data);
+  if (s.output.empty() || s.output == "-") {
+    mmbal::write_jsonl(std::cout, w);
+    std::cout.flush();
+    if (!std::cout) mmbal::detail::throw_runtime("generate: writing to stdout failed");
+  } else {
+    std::ofstream out(s.output, std::ios::binary);
+    if (!out) mmbal::detail::throw_invalid("--output '", s.output, "': cannot open for writing");
+    mmbal::write_jsonl(out, w);
+    out.flush();
+    if (!out) mmbal::detail::throw_invalid("--output '", s.output, "': write failed");
+  }
+  return 0;
+}
+
+const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> std::function<int()> {
+  auto state = std::make_shared<generate_state>();
+  auto* sub = app.add_subcommand("generate",
+                                 "Write a realistic workload as JSONL (one sample per line; families of "
+                                 "shared/WORKLOADS.md). Output is a deterministic function of the options.");
+  sub->add_option("--family", state->family,
+                  "llava: (a) LLaVA-1.5 665K mix; internvl: (b) InternVL dynamic high-res, multi-image, video; "
+                  "audio: (c) LibriSpeech ASR + audio QA; omni: (d) text/image/video/audio mix; "
+                  "longctx: (e) one long-context pack, one line per document")
+      ->required();
+  CLI::Option* samples =
+      sub->add_option("--samples", state->samples, "number of samples (required except for longctx, which ignores it)");
+  sub->add_option("--ranks", state->ranks, "number of DP ranks; sample i is placed on rank i % ranks (default 1)");
+  sub->add_option("--seed", state->seed, "random seed (default 0)");
+  sub->add_option("--data-dir", state->data_dir,
+                  "directory with the real length files (default: $MMBAL_DATA_DIR, else the build's data/)");
+  sub->add_option("--layout", state->layout,
+                  "longctx only: ep (spans prefixed), ee (spans embedded) or mp (many documents packed) (default mp)");
+  sub->add_option("--pack-tokens", state->pack_tokens, "longctx only: tokens in the pack (default 65536)");
+  sub->add_option("--max-num", state->max_num,
+                  "internvl only: dynamic_preprocess max tiles per image, 1..40 (default 12)");
+  sub->add_option("--vision", state->vision,
+                  "omni only: image token accounting, qwen2vl or internvl (default qwen2vl)");
+  sub->add_flag(
+      "--whisper-pad", state->whisper_pad,
+      "audio, omni: audio encoder length 1500 frames per clip (Whisper pads to 30 s) instead of the true length");
+  sub->add_option("--text-prefix", state->text_prefix,
+                  "text tokens placed before the media in each sample; the rest follows them (default 16)");
+  sub->add_option("--output,-o", state->output, "write to FILE instead of stdout");
+  return [state, samples] {
+    state->samples_given = samples->count() > 0;
+    return run_generate(*state);
+  };
+});
+
+}  // namespace
