@@ -12,6 +12,7 @@
 #include <mmbal/cost/spec.hpp>
 #include <mmbal/sampling/grouping.hpp>
 #include <mmbal/sampling/isf.hpp>
+#include <mmbal/transport/loopback.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/jsonl.hpp>
 #include <mmbal/workload/length_data.hpp>

@@ -1,0 +1,146 @@
+#pragma once
+/// @file
+/// The transport concepts (DESIGN.md §4, §5.6) and the generic operations written once on
+/// top of them: gathering every rank's sample metadata into one global workload, the
+/// collective plan-fingerprint check, and executing a rearrangement. The loopback, MPI and
+/// NCCL transports model these concepts; the generic code is the same for all of them.
+/// @see OrchMLLM §6 (All-to-All Batch Communicator, MLLM Global Orchestrator)
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/transport/metadata.hpp>
+#include <mmbal/transport/plan_copies.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mmbal::transport {
+
+/// The result of a variable-size all-gather: rank r's words are
+/// `words[offsets[r] .. offsets[r+1])`; `offsets.size()` is ranks + 1.
+struct gathered_words {
+  std::vector<std::uint32_t> words;
+  std::vector<std::uint64_t> offsets;
+
+  /// Rank r's block.
+  [[nodiscard]] std::span<const std::uint32_t> of(rank_t r) const {
+    return std::span<const std::uint32_t>(words).subspan(offsets[r], offsets[r + 1] - offsets[r]);
+  }
+  friend bool operator==(const gathered_words&, const gathered_words&) = default;
+};
+
+/// A transport: one rank's endpoint of a group of `size()` ranks.
+/// - `t.rank()`, `t.size()` (`rank_t`, const);
+/// - `t.all_gather(words)`: collective; every rank gets every rank's words (sizes may differ);
+/// - `t.all_to_all(plan, send, recv)`: collective; executes this rank's `alltoall_plan`:
+///   `send` holds this rank's items in source slot order (`plan.input_bytes`), `recv`
+///   receives its items in destination slot order (`plan.output_bytes`). Pack, exchange
+///   and unpack are the transport's business (it may skip the pack copy).
+/// Every rank must make the same sequence of collective calls.
+template <class T>
+concept transport = requires(T& t, const T& ct, std::span<const std::uint32_t> words, const alltoall_plan& plan,
+                             std::span<const std::byte> send, std::span<std::byte> recv) {
+  { ct.rank() } -> std::same_as<rank_t>;
+  { ct.size() } -> std::same_as<rank_t>;
+  { t.all_gather(words) } -> std::same_as<gathered_words>;
+  { t.all_to_all(plan, send, recv) } -> std::same_as<void>;
+};
+
+/// Capability: an element-wise maximum all-reduce of 64-bit words, in place
+/// (`t.all_reduce_max(values)`). Enables the collective plan check of `check_agreement`
+/// (min is the max of the complements, so one call gives both).
+template <class T>
+concept reducing_transport = transport<T> && requires(T& t, std::span<std::uint64_t> values) {
+  { t.all_reduce_max(values) } -> std::same_as<void>;
+};
+
+/// Capability: exchanges already packed DEVICE buffers by a plan's per-peer counts
+/// (`t.exchange_device(plan, send, recv)` with device pointers), e.g. NCCL.
+template <class T>
+concept device_transport = transport<T> &&
+    requires(T& t, const alltoall_plan& plan, const std::byte* send, std::byte* recv) {
+  { t.exchange_device(plan, send, recv) } -> std::same_as<void>;
+};
+
+/// Gathers every rank's samples (metadata only: lengths, modalities, ids, groups — never
+/// payload) into the global workload, identical on every rank: samples in rank-major order
+/// with `rank` set to the rank that sent them. Collective. O(total segments).
+/// @see OrchMLLM §6: every rank computes the same plan from the same gathered metadata.
+template <transport T>
+[[nodiscard]] workload gather_workload(T& t, const workload& local) {
+  const std::vector<std::uint32_t> mine = serialize_samples(local);
+  const gathered_words all = t.all_gather(mine);
+  return deserialize_samples(all.words, all.offsets);
+}
+
+/// The outcome of a collective agreement check, identical on every rank.
+struct agreement {
+  std::uint64_t min_fingerprint = 0;
+  std::uint64_t max_fingerprint = 0;
+  bool all_ok = true;  ///< every rank reported `local_ok`
+  [[nodiscard]] bool agreed() const noexcept { return all_ok && min_fingerprint == max_fingerprint; }
+};
+
+/// Collective: every rank contributes its plan fingerprint and whether its local
+/// preconditions hold (e.g. buffer sizes); one max all-reduce of {fp, ~fp, !ok} gives
+/// everyone the same min, max and status. Returns that outcome; never throws on its own.
+template <reducing_transport T>
+[[nodiscard]] agreement reduce_agreement(T& t, std::uint64_t fingerprint, bool local_ok = true) {
+  std::array<std::uint64_t, 3> v{fingerprint, ~fingerprint, local_ok ? 0u : 1u};
+  t.all_reduce_max(v);
+  return agreement{~v[1], v[0], v[2] == 0};
+}
+
+/// Collective check that every rank holds the same plan: throws `runtime_failure` on EVERY
+/// rank (none hangs, none proceeds) if the fingerprints differ or some rank's `local_ok` is
+/// false; the message gives this rank's fingerprint and the global min and max.
+/// Cost: one all-reduce of three words. @see DESIGN.md §5.5 (plan fingerprint)
+template <reducing_transport T>
+void check_agreement(T& t, std::uint64_t fingerprint, bool local_ok = true) {
+  const agreement a = reduce_agreement(t, fingerprint, local_ok);
+  if (!a.all_ok)
+    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
+                                 ": some rank's buffers do not match its plan", local_ok ? "" : " (this one)");
+  if (a.min_fingerprint != a.max_fingerprint)
+    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
+                                 ": ranks disagree on the plan (fingerprint here ", fingerprint, ", min ",
+                                 a.min_fingerprint, ", max ", a.max_fingerprint,
+                                 "); the gathered metadata or the planner differ between ranks");
+}
+
+/// Options of `execute`.
+struct execute_options {
+  bool check = true;  ///< all-reduce the fingerprint first (reducing transports only); default on
+};
+
+/// Executes rearrangement `r` (items of `item_sizes[i]` bytes) on this rank: builds this
+/// rank's plan, checks collectively (when `t` is reducing and `options.check`) that every
+/// rank has the same `fingerprint(r, item_sizes)` and correctly sized buffers — so a
+/// mismatch throws `runtime_failure` on every rank instead of corrupting data or hanging —
+/// then calls `t.all_to_all`. `send`: this rank's items in source slot order; `recv`: its
+/// items in destination slot order. Returns the plan (reuse it for the backward pass with
+/// `r.inverse()`). A malformed `r` throws `invalid_input` identically on every rank before
+/// any communication. O(n + ranks + local items · log) planning plus the exchange.
+template <transport T>
+alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_t> item_sizes,
+                      std::span<const std::byte> send, std::span<std::byte> recv, execute_options options = {}) {
+  alltoall_plan plan = make_alltoall_plan(r, item_sizes, t.rank());
+  if (plan.ranks != t.size())
+    mmbal::detail::throw_invalid("execute: rearrangement over ", plan.ranks, " ranks on a transport of ", t.size());
+  const bool sizes_ok = send.size() == plan.input_bytes && recv.size() == plan.output_bytes;
+  if constexpr (reducing_transport<T>) {
+    if (options.check) check_agreement(t, fingerprint(r, item_sizes), sizes_ok);
+  }
+  check_buffers(plan, send.size(), recv.size());
+  t.all_to_all(plan, send, recv);
+  return plan;
+}
+
+}  // namespace mmbal::transport

@@ -1,0 +1,208 @@
+#pragma once
+/// @file
+/// The host-side plan arithmetic every transport shares (loopback, MPI, NCCL): checking that
+/// a plan's per-peer layout is consistent, the per-item copy lists that pack and unpack
+/// (what the CUDA kernel of `nccl_pack.cuh` executes), and the per-peer regions of the
+/// unpacked input and output buffers (what the MPI derived datatypes describe, so
+/// `MPI_Alltoallw` can skip the pack copy). Pure C++: tested without MPI or a GPU.
+/// @see DESIGN.md §5.5–5.6
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/rearrange/alltoall_plan.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace mmbal::transport {
+
+/// Throws `invalid_input` unless `plan` is internally consistent: per-peer vectors of size
+/// `ranks`, `rank < ranks`, displacements the exclusive prefix sums of the counts, totals
+/// matching, item lists of equal length whose sizes add up to the send/receive totals, and
+/// every item inside its buffer. Transports call it before touching memory, so a corrupt
+/// plan is an error and never an out-of-bounds copy. O(ranks + items).
+inline void validate_peer_layout(const alltoall_plan& plan) {
+  const std::size_t d = plan.ranks;
+  if (plan.rank >= d) mmbal::detail::throw_invalid("alltoall_plan: rank ", plan.rank, " >= ranks ", d);
+  if (plan.send_counts.size() != d || plan.send_displs.size() != d || plan.recv_counts.size() != d ||
+      plan.recv_displs.size() != d)
+    mmbal::detail::throw_invalid("alltoall_plan: per-peer vectors must have ", d, " entries (send_counts has ",
+                                 plan.send_counts.size(), ", recv_counts ", plan.recv_counts.size(), ")");
+  const auto check_side = [d](std::span<const std::uint64_t> counts, std::span<const std::uint64_t> displs,
+                              std::uint64_t total, const char* side) {
+    std::uint64_t at = 0;
+    for (std::size_t p = 0; p < d; ++p) {
+      if (displs[p] != at)
+        mmbal::detail::throw_invalid("alltoall_plan: ", side, " displacement of peer ", p, " is ", displs[p],
+                                     ", expected ", at);
+      if (counts[p] > std::numeric_limits<std::uint64_t>::max() - at)
+        mmbal::detail::throw_invalid("alltoall_plan: ", side, " counts overflow 64 bits");
+      at += counts[p];
+    }
+    if (at != total)
+      mmbal::detail::throw_invalid("alltoall_plan: ", side, " counts sum to ", at, " but the total is ", total);
+  };
+  check_side(plan.send_counts, plan.send_displs, plan.send_bytes, "send");
+  check_side(plan.recv_counts, plan.recv_displs, plan.recv_bytes, "receive");
+  const auto check_items = [](std::span<const std::uint64_t> offsets, std::span<const std::uint64_t> sizes,
+                              std::size_t slots, std::uint64_t packed_total, std::uint64_t buffer, const char* side) {
+    if (offsets.size() != sizes.size() || slots != sizes.size())
+      mmbal::detail::throw_invalid("alltoall_plan: ", side, " item lists differ in length (", offsets.size(), ", ",
+                                   sizes.size(), ", ", slots, ")");
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (offsets[i] > buffer || sizes[i] > buffer - offsets[i])
+        mmbal::detail::throw_invalid("alltoall_plan: ", side, " item ", i, " at offset ", offsets[i], " with size ",
+                                     sizes[i], " leaves its buffer of ", buffer);
+      sum += sizes[i];
+    }
+    if (sum != packed_total)
+      mmbal::detail::throw_invalid("alltoall_plan: ", side, " item sizes sum to ", sum, " but the total is ",
+                                   packed_total);
+  };
+  check_items(plan.pack_offsets, plan.pack_sizes, plan.pack_slots.size(), plan.send_bytes, plan.input_bytes, "pack");
+  check_items(plan.unpack_offsets, plan.unpack_sizes, plan.unpack_slots.size(), plan.recv_bytes, plan.output_bytes,
+              "unpack");
+}
+
+/// Throws `invalid_input` unless the caller's buffers have exactly the sizes `plan` needs.
+/// Transports that can call it collectively do so (see `execute`).
+inline void check_buffers(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) {
+  if (send_size != plan.input_bytes || recv_size != plan.output_bytes)
+    mmbal::detail::throw_invalid("all_to_all on rank ", plan.rank, ": buffers of ", send_size, " and ", recv_size,
+                                 " bytes, the plan needs ", plan.input_bytes, " and ", plan.output_bytes);
+}
+
+/// A list of byte copies (structure of arrays, as the CUDA kernel reads it): copy k moves
+/// `size[k]` bytes from `src[k]` in one buffer to `dst[k]` in another.
+struct copy_list {
+  std::vector<std::uint64_t> src, dst, size;
+
+  [[nodiscard]] std::size_t count() const noexcept { return size.size(); }
+  [[nodiscard]] std::uint64_t bytes() const noexcept {
+    std::uint64_t b = 0;
+    for (std::uint64_t s : size) b += s;
+    return b;
+  }
+  void push(std::uint64_t s, std::uint64_t d, std::uint64_t n) {
+    src.push_back(s);
+    dst.push_back(d);
+    size.push_back(n);
+  }
+};
+
+namespace detail {
+
+/// Copy list between a scattered side (per-item offsets) and a packed side (items back to
+/// back). Items adjacent on both sides merge into one copy; zero-size items vanish; copies
+/// longer than `max_chunk` are split (a GPU block per copy then gets bounded work).
+inline copy_list make_copies(std::span<const std::uint64_t> offsets, std::span<const std::uint64_t> sizes,
+                             bool scattered_is_source, std::uint64_t max_chunk) {
+  if (max_chunk == 0) mmbal::detail::throw_invalid("copy list: max_chunk must be positive");
+  copy_list out;
+  std::uint64_t packed = 0;
+  std::size_t i = 0;
+  const std::size_t k = sizes.size();
+  while (i < k) {
+    const std::uint64_t from = offsets[i];
+    std::uint64_t len = sizes[i];
+    for (++i; i < k && offsets[i] == from + len; ++i) len += sizes[i];
+    for (std::uint64_t done = 0; done < len;) {
+      const std::uint64_t n = len - done < max_chunk ? len - done : max_chunk;
+      if (scattered_is_source)
+        out.push(from + done, packed + done, n);
+      else
+        out.push(packed + done, from + done, n);
+      done += n;
+    }
+    packed += len;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// Copies that pack: input buffer (items in source slot order) → send buffer. Executing them
+/// equals `mmbal::pack`. Adjacent items merge; copies are at most `max_chunk` bytes
+/// (default: unlimited). O(items).
+[[nodiscard]] inline copy_list pack_copies(const alltoall_plan& plan,
+                                           std::uint64_t max_chunk = std::numeric_limits<std::uint64_t>::max()) {
+  return detail::make_copies(plan.pack_offsets, plan.pack_sizes, true, max_chunk);
+}
+
+/// Copies that unpack: receive buffer → output buffer (items in destination slot order).
+/// Executing them equals `mmbal::unpack`. O(items).
+[[nodiscard]] inline copy_list unpack_copies(const alltoall_plan& plan,
+                                             std::uint64_t max_chunk = std::numeric_limits<std::uint64_t>::max()) {
+  return detail::make_copies(plan.unpack_offsets, plan.unpack_sizes, false, max_chunk);
+}
+
+/// Executes a copy list on host memory (the reference the CUDA kernel must match). Throws
+/// `invalid_input` if a copy leaves either buffer. O(bytes).
+inline void apply_copies(const copy_list& copies, std::span<const std::byte> from, std::span<std::byte> to) {
+  for (std::size_t k = 0; k < copies.count(); ++k) {
+    const std::uint64_t n = copies.size[k];
+    if (copies.src[k] > from.size() || n > from.size() - copies.src[k] || copies.dst[k] > to.size() ||
+        n > to.size() - copies.dst[k])
+      mmbal::detail::throw_invalid("apply_copies: copy ", k, " of ", n, " bytes (", copies.src[k], " -> ",
+                                   copies.dst[k], ") leaves a buffer");
+    if (n != 0) std::memcpy(to.data() + copies.dst[k], from.data() + copies.src[k], n);
+  }
+}
+
+/// Per-peer byte regions of an UNPACKED buffer, in the order they travel: peer p's regions
+/// are `offset/size[first[p] .. first[p+1])`, adjacent items merged, empty items dropped.
+/// Concatenating peer p's regions gives exactly the bytes of peer p's part of the packed
+/// buffer. This is what a derived datatype (MPI hindexed) or a scatter-gather list needs.
+struct peer_regions {
+  std::vector<std::size_t> first;  ///< size ranks + 1
+  std::vector<std::uint64_t> offset, size;
+
+  [[nodiscard]] std::size_t regions(rank_t p) const { return first[p + 1] - first[p]; }
+};
+
+namespace detail {
+
+inline peer_regions make_regions(std::span<const std::uint64_t> counts, std::span<const std::uint64_t> offsets,
+                                 std::span<const std::uint64_t> sizes) {
+  peer_regions out;
+  out.first.assign(counts.size() + 1, 0);
+  std::size_t i = 0;
+  const std::size_t k = sizes.size();
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    out.first[p] = out.offset.size();
+    std::uint64_t left = counts[p];
+    while (left > 0) {
+      while (i < k && sizes[i] == 0) ++i;  // empty items carry no bytes and never start a region
+      if (i == k) mmbal::detail::throw_invalid("peer regions: items end before peer ", p, "'s ", counts[p], " bytes");
+      const std::uint64_t from = offsets[i];
+      std::uint64_t len = 0;
+      // Merge items that are adjacent in the unpacked buffer and go to the same peer.
+      while (i < k && offsets[i] == from + len && sizes[i] <= left - len) len += sizes[i++];
+      if (len == 0) mmbal::detail::throw_invalid("peer regions: item ", i, " straddles the part of peer ", p);
+      out.offset.push_back(from);
+      out.size.push_back(len);
+      left -= len;
+    }
+  }
+  out.first[counts.size()] = out.offset.size();
+  return out;
+}
+
+}  // namespace detail
+
+/// Regions of the INPUT buffer per destination peer (send side of `MPI_Alltoallw`). O(items).
+[[nodiscard]] inline peer_regions send_regions(const alltoall_plan& plan) {
+  return detail::make_regions(plan.send_counts, plan.pack_offsets, plan.pack_sizes);
+}
+
+/// Regions of the OUTPUT buffer per source peer (receive side of `MPI_Alltoallw`). O(items).
+[[nodiscard]] inline peer_regions recv_regions(const alltoall_plan& plan) {
+  return detail::make_regions(plan.recv_counts, plan.unpack_offsets, plan.unpack_sizes);
+}
+
+}  // namespace mmbal::transport
