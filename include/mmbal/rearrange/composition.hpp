@@ -1,0 +1,154 @@
+#pragma once
+/// @file
+/// Subsequence assembly and rearrangement composition between an encoder phase and the LLM
+/// phase (DESIGN.md §5.5). Encoder-phase items are the segments of one modality; LLM-phase
+/// items are samples. After the encoder phase ran under Π_E, every encoder output sits on
+/// its encoder rank; the LLM phase wants it on its sample's LLM rank (Π_M), inside the
+/// sample's sequence. The composed plan Π_M ∘ Π_E⁻¹ moves it there in ONE all-to-all instead
+/// of two (back to the origin, then on with the sample).
+/// @see OrchMLLM §6 (Subsequences assembly, Rearrangement composition).
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mmbal {
+
+/// The LLM-side layout of one encoder modality's outputs (subsequence assembly).
+///
+/// Definition: on every LLM rank r, the encoder outputs of this modality are laid out in one
+/// buffer as follows — for the samples that Π_M places on r, in their LLM slot order, the
+/// sample's segments of this modality in segment (sequence) order; slot 0 is the first of
+/// them. So the k-th output of a sample directly follows its (k−1)-th, and all of sample s's
+/// outputs precede those of the sample in the next LLM slot. A sample without segments of
+/// this modality takes no slot. The LLM rank then interleaves text embeddings (which travel
+/// with the sample under Π_M) and these outputs by walking each sample's segment list.
+///
+/// `encoder` are the phase's items (`encoder_phase_items`: `sample_of`, `segment_of`), and
+/// `llm` is Π_M over samples. Returns the destination of every encoder item as an assignment
+/// over `llm.ranks` ranks. Throws when an item names a sample outside `llm`. O(n log n).
+[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm) {
+  const std::size_t n = encoder.size();
+  if (encoder.sample_of.size() != n || encoder.segment_of.size() != n)
+    detail::throw_invalid("assembly_layout: phase items have ", n, " weights, ", encoder.sample_of.size(),
+                          " sample ids and ", encoder.segment_of.size(), " segment ids");
+  checked_count(n, "encoder items");
+  for (std::size_t i = 0; i < n; ++i)
+    if (encoder.sample_of[i] >= llm.size())
+      detail::throw_invalid("assembly_layout: encoder item ", i, " belongs to sample ", encoder.sample_of[i],
+                            " but the LLM rearrangement has ", llm.size(), " samples");
+  std::vector<item_id> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<item_id>(i);
+  // Sort by (LLM destination of the sample, segment index); the sample's location is unique,
+  // the segment index is unique within a sample, so the order is total and deterministic.
+  std::sort(order.begin(), order.end(), [&](item_id a, item_id b) {
+    const location la = llm.destination[encoder.sample_of[a]], lb = llm.destination[encoder.sample_of[b]];
+    if (la != lb) return la < lb;
+    if (encoder.segment_of[a] != encoder.segment_of[b]) return encoder.segment_of[a] < encoder.segment_of[b];
+    return a < b;  // duplicate (sample, segment) pairs are malformed input, but stay deterministic
+  });
+  assignment out{llm.ranks, std::vector<location>(n)};
+  std::vector<std::uint32_t> next(llm.ranks, 0);
+  for (item_id i : order) {
+    const rank_t r = llm.destination[encoder.sample_of[i]].rank;
+    out.where[i] = location{r, next[r]++};
+  }
+  return out;
+}
+
+/// The forward plans that carry one encoder modality's outputs to the LLM phase.
+///
+/// All three are over the encoder items (same ids as `encoder`):
+/// - `composed`: from where the encoder phase ran (Π_E's destination) straight to the
+///   assembly layout on the LLM ranks — Π_M ∘ Π_E⁻¹, one all-to-all;
+/// - `back_to_origin` (first hop of the two-hop reference): Π_E⁻¹, encoder rank → origin;
+/// - `origin_to_llm` (second hop): origin → assembly layout, i.e. Π_M applied to the outputs
+///   once they are back with their sample.
+/// `compose(back_to_origin, origin_to_llm) == composed` by construction and by test.
+/// Backward (gradients of the encoder outputs) is `composed.inverse()`.
+struct encoder_to_llm_plans {
+  rearrangement composed;
+  rearrangement back_to_origin;
+  rearrangement origin_to_llm;
+};
+
+/// Builds the composed encoder→LLM plan and its two-hop reference for one encoder modality.
+///
+/// `encoder`: that modality's phase items (`encoder_phase_items`); `encoder_plan`: Π_E over
+/// those items (source = origin layout, destination = encoder ranks); `llm_plan`: Π_M over
+/// samples (source = origin layout, destination = LLM ranks). Both are validated; they must
+/// have the same rank count, and every segment must start on its sample's origin rank (the
+/// sample model: a sample and its segments live together before balancing); violations throw
+/// `invalid_input` naming the item. O(n log n + samples).
+/// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
+[[nodiscard]] inline encoder_to_llm_plans compose_encoder_to_llm(const phase_items& encoder,
+                                                                 const rearrangement& encoder_plan,
+                                                                 const rearrangement& llm_plan) {
+  encoder_plan.validate();
+  llm_plan.validate();
+  if (encoder_plan.size() != encoder.size())
+    detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.size(), " items, the phase has ",
+                          encoder.size());
+  if (encoder_plan.ranks != llm_plan.ranks)
+    detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ",
+                          llm_plan.ranks);
+  const assignment target = assembly_layout(encoder, llm_plan);
+  for (std::size_t i = 0; i < encoder.size(); ++i)
+    if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
+      detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ", encoder_plan.source[i].rank,
+                            " but its sample ", encoder.sample_of[i], " starts on rank ",
+                            llm_plan.source[encoder.sample_of[i]].rank);
+  encoder_to_llm_plans out;
+  out.composed = rearrangement{encoder_plan.ranks, encoder_plan.destination, target.where};
+  out.back_to_origin = encoder_plan.inverse();
+  out.origin_to_llm = rearrangement{encoder_plan.ranks, encoder_plan.source, target.where};
+  return out;
+}
+
+/// What executing `r` moves, with `item_bytes[i]` bytes for item i: items and bytes whose rank
+/// changes (self sends excluded) and bytes whose node changes (node = rank / ranks_per_node;
+/// 0 = one node). Throws on size mismatch. O(n).
+[[nodiscard]] inline traffic rearrangement_traffic(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
+                                                   rank_t ranks_per_node) {
+  if (item_bytes.size() != r.size() || r.destination.size() != r.size())
+    detail::throw_invalid("rearrangement_traffic: ", r.size(), " items but ", item_bytes.size(), " sizes");
+  traffic t;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const rank_t from = r.source[i].rank, to = r.destination[i].rank;
+    if (from == to) continue;
+    ++t.moved_items;
+    t.moved_bytes += item_bytes[i];
+    if (ranks_per_node > 0 && from / ranks_per_node != to / ranks_per_node) t.inter_node_bytes += item_bytes[i];
+  }
+  return t;
+}
+
+/// Forward traffic of the composed plan next to the two-hop reference (one direction; the
+/// backward pass moves exactly the same amounts again with the inverse plans).
+struct composition_traffic {
+  traffic composed;  ///< one all-to-all
+  traffic two_hop;   ///< back to origin + origin to LLM, summed
+};
+
+/// Traffic of `plans` with `item_bytes[i]` bytes per encoder output. O(n).
+[[nodiscard]] inline composition_traffic compare_composition(const encoder_to_llm_plans& plans,
+                                                             std::span<const std::uint64_t> item_bytes,
+                                                             rank_t ranks_per_node) {
+  composition_traffic c;
+  c.composed = rearrangement_traffic(plans.composed, item_bytes, ranks_per_node);
+  const traffic a = rearrangement_traffic(plans.back_to_origin, item_bytes, ranks_per_node);
+  const traffic b = rearrangement_traffic(plans.origin_to_llm, item_bytes, ranks_per_node);
+  c.two_hop =
+      traffic{a.moved_items + b.moved_items, a.moved_bytes + b.moved_bytes, a.inter_node_bytes + b.inter_node_bytes};
+  return c;
+}
+
+}  // namespace mmbal

@@ -1,0 +1,625 @@
+#pragma once
+/// @file
+/// Node-wise relabeling (DESIGN.md §5.5): a balancing algorithm decides which items form new
+/// batch j (the destination ranks of a rearrangement); which RANK receives batch j is free —
+/// permuting batches over ranks permutes the loads and leaves balance unchanged. Choose the
+/// permutation that minimizes the maximum per-rank inter-node volume, which bounds the time of
+/// the all-to-all on clusters whose inter-node links are much slower than intra-node ones.
+/// @see OrchMLLM §5.2.2, eq. (5), Algorithm 3 (the paper solves it as an ILP with CBC).
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace mmbal {
+
+/// Per-rank inter-node volume of executing `r` with `item_bytes[i]` bytes for item i: for
+/// every item whose source and destination ranks lie on different nodes (node = rank /
+/// ranks_per_node), its bytes count for the SENDING rank and for the RECEIVING rank. So
+/// volume[q] = bytes q sends to other nodes + bytes q receives from other nodes; intra-node
+/// moves and self sends count zero. `ranks_per_node = 0` means one node (all zero). The last
+/// node may be partial when ranks_per_node does not divide ranks. Throws on size mismatch. O(n + ranks).
+/// @see OrchMLLM eq. (5) (which counts one direction; both directions share each rank's link).
+[[nodiscard]] inline std::vector<std::uint64_t> inter_node_volume(const rearrangement& r,
+                                                                  std::span<const std::uint64_t> item_bytes,
+                                                                  rank_t ranks_per_node) {
+  if (item_bytes.size() != r.size() || r.destination.size() != r.size())
+    detail::throw_invalid("inter_node_volume: ", r.size(), " items but ", item_bytes.size(), " sizes");
+  std::vector<std::uint64_t> v(r.ranks, 0);
+  if (ranks_per_node == 0) return v;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const rank_t a = r.source[i].rank, b = r.destination[i].rank;
+    if (a >= r.ranks || b >= r.ranks)
+      detail::throw_invalid("inter_node_volume: item ", i, " uses rank ", std::max(a, b), " >= ranks ", r.ranks);
+    if (a / ranks_per_node == b / ranks_per_node) continue;
+    v[a] += item_bytes[i];
+    v[b] += item_bytes[i];
+  }
+  return v;
+}
+
+/// The maximum of `inter_node_volume` (0 for no ranks).
+[[nodiscard]] inline std::uint64_t max_inter_node_volume(const rearrangement& r,
+                                                         std::span<const std::uint64_t> item_bytes,
+                                                         rank_t ranks_per_node) {
+  const auto v = inter_node_volume(r, item_bytes, ranks_per_node);
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+/// Moves every new batch j (the items whose destination rank is j) to rank
+/// `rank_of_batch[j]`, keeping its slot order: destination[i] = {σ(dest.rank), dest.slot}.
+/// Sources are unchanged. Throws unless `rank_of_batch` is a permutation of 0..ranks-1. O(n + ranks).
+[[nodiscard]] inline rearrangement apply_relabeling(const rearrangement& r, std::span<const rank_t> rank_of_batch) {
+  if (rank_of_batch.size() != r.ranks)
+    detail::throw_invalid("apply_relabeling: ", rank_of_batch.size(), " batch ranks for ", r.ranks, " ranks");
+  std::vector<bool> used(r.ranks, false);
+  for (std::size_t j = 0; j < rank_of_batch.size(); ++j) {
+    const rank_t q = rank_of_batch[j];
+    if (q >= r.ranks || used[q])
+      detail::throw_invalid("apply_relabeling: batch ", j, " goes to rank ", q, ", which is out of range or taken");
+    used[q] = true;
+  }
+  rearrangement out = r;
+  for (location& l : out.destination) l.rank = rank_of_batch[l.rank];
+  return out;
+}
+
+/// Tuning of `relabel_nodewise`. Defaults suit d up to a few thousand ranks.
+struct relabel_options {
+  /// Improving swaps at most (0 = automatic: 4 · nodes + 64). Bounds the time on any input.
+  std::uint32_t max_iterations = 0;
+  /// Besides the batches holding bytes from the bottleneck node, how many of the batches with
+  /// the least incoming bytes are tried as swap partners per step. Default 32.
+  std::uint32_t low_volume_candidates = 32;
+};
+
+/// The result of a relabeling: which rank receives every new batch, and the objective.
+struct relabeling {
+  std::vector<rank_t> rank_of_batch;  ///< σ: batch j → rank σ[j] (identity when nothing better was found)
+  std::uint64_t max_identity = 0;     ///< max per-rank inter-node volume with σ = identity
+  std::uint64_t max_relabeled = 0;    ///< the same with σ (≤ max_identity, always)
+  std::uint32_t iterations = 0;       ///< improving swaps performed (heuristic) / search nodes (exact)
+
+  [[nodiscard]] bool is_identity() const noexcept {
+    for (std::size_t j = 0; j < rank_of_batch.size(); ++j)
+      if (rank_of_batch[j] != j) return false;
+    return true;
+  }
+};
+
+namespace detail {
+
+/// The sparse volume matrix of a rearrangement at rank and node granularity, per new batch.
+/// Batches and nodes are what relabeling permutes; everything the objective needs is here.
+struct relabel_model {
+  rank_t d = 0, c = 0, nodes = 0;
+  std::vector<std::uint64_t> in, out;                      ///< bytes into batch j / out of rank q
+  std::vector<std::size_t> rank_first;                     ///< CSR per batch over (source rank, bytes)
+  std::vector<std::pair<rank_t, std::uint64_t>> rank_vol;  ///< sorted by rank within a batch
+  std::vector<std::size_t> node_first;                     ///< CSR per batch over (source node, bytes)
+  std::vector<std::pair<rank_t, std::uint64_t>> node_vol;  ///< sorted by node within a batch
+  std::vector<std::size_t> by_node_first;                  ///< CSR per node: batches with bytes from it
+  std::vector<rank_t> by_node;
+
+  [[nodiscard]] rank_t node_of(rank_t q) const noexcept { return q / c; }
+  [[nodiscard]] rank_t node_begin(rank_t m) const noexcept { return m * c; }
+  [[nodiscard]] rank_t node_end(rank_t m) const noexcept { return std::min<rank_t>(d, (m + 1) * c); }
+
+  /// Bytes of batch j that come from node m. O(log).
+  [[nodiscard]] std::uint64_t from_node(rank_t j, rank_t m) const noexcept {
+    const auto b = node_vol.begin() + static_cast<std::ptrdiff_t>(node_first[j]);
+    const auto e = node_vol.begin() + static_cast<std::ptrdiff_t>(node_first[j + 1]);
+    const auto it = std::lower_bound(b, e, m, [](const auto& p, rank_t v) { return p.first < v; });
+    return (it != e && it->first == m) ? it->second : 0;
+  }
+  /// Inter-node bytes batch j receives when it sits on node m.
+  [[nodiscard]] std::uint64_t recv_at(rank_t j, rank_t m) const noexcept { return in[j] - from_node(j, m); }
+
+  relabel_model(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node)
+      : d(r.ranks), c(ranks_per_node), nodes((r.ranks + ranks_per_node - 1) / ranks_per_node) {
+    const std::size_t n = r.size();
+    in.assign(d, 0);
+    out.assign(d, 0);
+    // Items grouped by batch (counting sort, stable in item id).
+    std::vector<std::size_t> first(d + std::size_t{1}, 0);
+    for (std::size_t i = 0; i < n; ++i) ++first[r.destination[i].rank + std::size_t{1}];
+    for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
+    std::vector<item_id> items(n);
+    {
+      std::vector<std::size_t> pos(first.begin(), first.end() - 1);
+      for (std::size_t i = 0; i < n; ++i) items[pos[r.destination[i].rank]++] = static_cast<item_id>(i);
+    }
+    std::vector<std::uint64_t> acc(d, 0);
+    std::vector<rank_t> touched;
+    rank_first.assign(1, 0);
+    node_first.assign(1, 0);
+    std::vector<std::size_t> node_count(nodes + std::size_t{1}, 0);
+    for (rank_t j = 0; j < d; ++j) {
+      touched.clear();
+      for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
+        const item_id i = items[k];
+        const rank_t s = r.source[i].rank;
+        if (bytes[i] == 0) continue;
+        if (acc[s] == 0) touched.push_back(s);
+        acc[s] += bytes[i];
+        in[j] += bytes[i];
+        out[s] += bytes[i];
+      }
+      std::sort(touched.begin(), touched.end());
+      for (rank_t s : touched) {
+        rank_vol.emplace_back(s, acc[s]);
+        const rank_t m = s / c;
+        if (node_vol.size() > node_first.back() && node_vol.back().first == m)
+          node_vol.back().second += acc[s];
+        else {
+          node_vol.emplace_back(m, acc[s]);
+          ++node_count[m + std::size_t{1}];
+        }
+        acc[s] = 0;
+      }
+      rank_first.push_back(rank_vol.size());
+      node_first.push_back(node_vol.size());
+    }
+    by_node_first.assign(nodes + std::size_t{1}, 0);
+    for (rank_t m = 0; m < nodes; ++m) by_node_first[m + 1] = by_node_first[m] + node_count[m + 1];
+    by_node.resize(by_node_first.back());
+    std::vector<std::size_t> pos(by_node_first.begin(), by_node_first.end() - 1);
+    for (rank_t j = 0; j < d; ++j)  // ascending j inside every node's list
+      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) by_node[pos[node_vol[k].first]++] = j;
+  }
+};
+
+/// Minimum over bijections of max(sent_i + recv_j): pair the largest sent with the smallest
+/// recv (exchange argument). Sorts both in place. O(k log k).
+inline std::uint64_t bottleneck_pairing(std::vector<std::uint64_t>& sent, std::vector<std::uint64_t>& recv) {
+  std::sort(sent.begin(), sent.end(), std::greater<>());
+  std::sort(recv.begin(), recv.end());
+  std::uint64_t m = 0;
+  for (std::size_t i = 0; i < sent.size(); ++i) m = std::max(m, sent[i] + recv[i]);
+  return m;
+}
+
+/// Node-level search state: which batches every node receives, and the intra-node part of
+/// every rank's outgoing bytes.
+struct relabel_state {
+  const relabel_model* model = nullptr;
+  std::vector<rank_t> node_of_batch;
+  std::vector<std::vector<rank_t>> members;  ///< batches of node m (size = node size)
+  std::vector<std::uint64_t> kept;           ///< bytes rank q sends to batches on its own node
+  std::vector<std::uint64_t> cost;           ///< node cost (optimal pairing inside the node)
+  std::vector<std::uint64_t> sent_buf, recv_buf;
+
+  relabel_state(const relabel_model& mdl, std::vector<rank_t> batch_node)
+      : model(&mdl), node_of_batch(std::move(batch_node)) {
+    members.assign(mdl.nodes, {});
+    for (rank_t j = 0; j < mdl.d; ++j) members[node_of_batch[j]].push_back(j);
+    kept.assign(mdl.d, 0);
+    for (rank_t j = 0; j < mdl.d; ++j)
+      for (std::size_t k = mdl.rank_first[j]; k < mdl.rank_first[j + 1]; ++k)
+        if (mdl.node_of(mdl.rank_vol[k].first) == node_of_batch[j])
+          kept[mdl.rank_vol[k].first] += mdl.rank_vol[k].second;
+    cost.assign(mdl.nodes, 0);
+    for (rank_t m = 0; m < mdl.nodes; ++m) cost[m] = node_cost(m);
+  }
+
+  [[nodiscard]] std::uint64_t node_cost(rank_t m) {
+    const relabel_model& md = *model;
+    sent_buf.clear();
+    recv_buf.clear();
+    for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) sent_buf.push_back(md.out[q] - kept[q]);
+    for (rank_t j : members[m]) recv_buf.push_back(md.recv_at(j, m));
+    return bottleneck_pairing(sent_buf, recv_buf);
+  }
+
+  /// Adds (sign +1) or removes (-1) batch j's bytes from the `kept` of node m's ranks.
+  void shift_kept(rank_t j, rank_t m, bool add) {
+    const relabel_model& md = *model;
+    for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k) {
+      const rank_t q = md.rank_vol[k].first;
+      if (md.node_of(q) != m) continue;
+      if (add)
+        kept[q] += md.rank_vol[k].second;
+      else
+        kept[q] -= md.rank_vol[k].second;
+    }
+  }
+
+  /// Cost of node m if batch `leave` (a member) were replaced by batch `enter`. O(c log c + list sizes).
+  [[nodiscard]] std::uint64_t cost_if_swapped(rank_t m, rank_t leave, rank_t enter) {
+    shift_kept(leave, m, false);
+    shift_kept(enter, m, true);
+    const relabel_model& md = *model;
+    sent_buf.clear();
+    recv_buf.clear();
+    for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) sent_buf.push_back(md.out[q] - kept[q]);
+    for (rank_t j : members[m]) recv_buf.push_back(md.recv_at(j == leave ? enter : j, m));
+    shift_kept(enter, m, false);
+    shift_kept(leave, m, true);
+    return bottleneck_pairing(sent_buf, recv_buf);
+  }
+
+  void swap_batches(rank_t j, rank_t k) {
+    const rank_t mj = node_of_batch[j], mk = node_of_batch[k];
+    shift_kept(j, mj, false);
+    shift_kept(k, mk, false);
+    shift_kept(j, mk, true);
+    shift_kept(k, mj, true);
+    *std::find(members[mj].begin(), members[mj].end(), j) = k;
+    *std::find(members[mk].begin(), members[mk].end(), k) = j;
+    node_of_batch[j] = mk;
+    node_of_batch[k] = mj;
+    cost[mj] = node_cost(mj);
+    cost[mk] = node_cost(mk);
+  }
+
+  [[nodiscard]] std::uint64_t max_cost() const { return *std::max_element(cost.begin(), cost.end()); }
+
+  /// Ranks for the batches of every node: the identity where a batch's own rank is on its
+  /// node and that costs nothing over `budget`; otherwise the optimal pairing.
+  [[nodiscard]] std::vector<rank_t> ranks_of_batches(std::uint64_t budget) {
+    const relabel_model& md = *model;
+    std::vector<rank_t> sigma(md.d, 0);
+    for (rank_t m = 0; m < md.nodes; ++m) {
+      // Try "stay where you are" first: it moves the fewest bytes inside the node.
+      std::vector<rank_t> free_ranks, loose;
+      std::vector<bool> taken(md.node_end(m) - md.node_begin(m), false);
+      std::vector<std::pair<rank_t, rank_t>> pairs;  // (batch, rank)
+      for (rank_t j : members[m])
+        if (md.node_of(j) == m) {
+          pairs.emplace_back(j, j);
+          taken[j - md.node_begin(m)] = true;
+        } else {
+          loose.push_back(j);
+        }
+      for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q)
+        if (!taken[q - md.node_begin(m)]) free_ranks.push_back(q);
+      // Loose batches take the free ranks by the optimal pairing rule (largest sent ↔ smallest recv).
+      auto sent_of = [&](rank_t q) { return md.out[q] - kept[q]; };
+      std::sort(free_ranks.begin(), free_ranks.end(),
+                [&](rank_t a, rank_t b) { return sent_of(a) != sent_of(b) ? sent_of(a) > sent_of(b) : a < b; });
+      std::sort(loose.begin(), loose.end(), [&](rank_t a, rank_t b) {
+        const auto ra = md.recv_at(a, m), rb = md.recv_at(b, m);
+        return ra != rb ? ra < rb : a < b;
+      });
+      for (std::size_t i = 0; i < loose.size(); ++i) pairs.emplace_back(loose[i], free_ranks[i]);
+      std::uint64_t cost_pairs = 0;
+      for (const auto& [j, q] : pairs) cost_pairs = std::max(cost_pairs, sent_of(q) + md.recv_at(j, m));
+      if (cost_pairs > budget) {  // fall back to the optimal pairing over the whole node
+        std::vector<rank_t> ranks, batches = members[m];
+        for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) ranks.push_back(q);
+        std::sort(ranks.begin(), ranks.end(),
+                  [&](rank_t a, rank_t b) { return sent_of(a) != sent_of(b) ? sent_of(a) > sent_of(b) : a < b; });
+        std::sort(batches.begin(), batches.end(), [&](rank_t a, rank_t b) {
+          const auto ra = md.recv_at(a, m), rb = md.recv_at(b, m);
+          return ra != rb ? ra < rb : a < b;
+        });
+        pairs.clear();
+        for (std::size_t i = 0; i < ranks.size(); ++i) pairs.emplace_back(batches[i], ranks[i]);
+      }
+      for (const auto& [j, q] : pairs) sigma[j] = q;
+    }
+    return sigma;
+  }
+};
+
+/// Greedy start: give every batch the node that sends it the most bytes, largest volumes
+/// first (ties by batch, then node), within node capacities; the rest fill free capacity in
+/// batch order. This maximizes intra-node volume greedily — a good start, not the objective.
+inline std::vector<rank_t> affinity_start(const relabel_model& md) {
+  std::vector<std::size_t> order(md.node_vol.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::vector<rank_t> batch_of_entry(md.node_vol.size());
+  for (rank_t j = 0; j < md.d; ++j)
+    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k) batch_of_entry[k] = j;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (md.node_vol[a].second != md.node_vol[b].second) return md.node_vol[a].second > md.node_vol[b].second;
+    if (batch_of_entry[a] != batch_of_entry[b]) return batch_of_entry[a] < batch_of_entry[b];
+    return md.node_vol[a].first < md.node_vol[b].first;
+  });
+  constexpr rank_t none = std::numeric_limits<rank_t>::max();
+  std::vector<rank_t> node_of_batch(md.d, none);
+  std::vector<rank_t> room(md.nodes);
+  for (rank_t m = 0; m < md.nodes; ++m) room[m] = md.node_end(m) - md.node_begin(m);
+  for (std::size_t e : order) {
+    const rank_t j = batch_of_entry[e], m = md.node_vol[e].first;
+    if (node_of_batch[j] != none || room[m] == 0) continue;
+    node_of_batch[j] = m;
+    --room[m];
+  }
+  rank_t m = 0;
+  for (rank_t j = 0; j < md.d; ++j) {
+    if (node_of_batch[j] != none) continue;
+    while (room[m] == 0) ++m;
+    node_of_batch[j] = m;
+    --room[m];
+  }
+  return node_of_batch;
+}
+
+/// Bottleneck local search: repeatedly take the node with the highest cost (lowest index on
+/// ties) and apply the swap of one of its batches with a batch of another node that brings
+/// both nodes strictly below the current maximum, choosing the swap with the lowest resulting
+/// max(cost of the two nodes) (ties: first found in a fixed order). A swap changes only the
+/// two nodes' costs, so the sorted vector of node costs decreases lexicographically: it
+/// terminates; `max_iterations` bounds it. Returns the number of swaps.
+inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const relabel_options& opt,
+                             std::span<const rank_t> low_in) {
+  const std::uint32_t cap = opt.max_iterations ? opt.max_iterations : 4 * md.nodes + 64;
+  std::vector<rank_t> cand;
+  std::vector<std::uint32_t> mark(md.d, 0);
+  std::uint32_t stamp = 0, swaps = 0;
+  while (swaps < cap) {
+    const auto top = std::max_element(st.cost.begin(), st.cost.end());
+    const std::uint64_t M = *top;
+    if (M == 0) break;
+    const rank_t m1 = static_cast<rank_t>(top - st.cost.begin());
+    // Partners: batches holding bytes from m1's ranks (moving them in cuts m1's sends), and
+    // the batches with the least incoming bytes (they cut m1's receives).
+    ++stamp;
+    cand.clear();
+    for (std::size_t k = md.by_node_first[m1]; k < md.by_node_first[m1 + 1]; ++k) {
+      const rank_t j = md.by_node[k];
+      if (st.node_of_batch[j] != m1 && mark[j] != stamp) {
+        mark[j] = stamp;
+        cand.push_back(j);
+      }
+    }
+    std::uint32_t extra = 0;
+    for (rank_t j : low_in) {
+      if (extra >= opt.low_volume_candidates) break;
+      if (st.node_of_batch[j] == m1 || mark[j] == stamp) continue;
+      mark[j] = stamp;
+      cand.push_back(j);
+      ++extra;
+    }
+    std::uint64_t best = M;
+    rank_t best_j = 0, best_k = 0;
+    const std::vector<rank_t> own = st.members[m1];
+    for (rank_t j : own)
+      for (rank_t k : cand) {
+        const std::uint64_t c1 = st.cost_if_swapped(m1, j, k);
+        if (c1 >= best) continue;
+        const rank_t m2 = st.node_of_batch[k];
+        const std::uint64_t c2 = st.cost_if_swapped(m2, k, j);
+        const std::uint64_t worst = std::max(c1, c2);
+        if (worst < best) {
+          best = worst;
+          best_j = j;
+          best_k = k;
+        }
+      }
+    if (best >= M) break;
+    st.swap_batches(best_j, best_k);
+    ++swaps;
+  }
+  return swaps;
+}
+
+inline std::vector<rank_t> identity_nodes(const relabel_model& md) {
+  std::vector<rank_t> v(md.d);
+  for (rank_t j = 0; j < md.d; ++j) v[j] = md.node_of(j);
+  return v;
+}
+
+inline void check_relabel_input(const rearrangement& r, std::span<const std::uint64_t> bytes, const char* who) {
+  r.validate();
+  if (bytes.size() != r.size()) throw_invalid(who, ": ", bytes.size(), " item sizes for ", r.size(), " items");
+}
+
+}  // namespace detail
+
+/// Node-wise relabeling heuristic (OrchMLLM Alg. 3 without an ILP solver).
+///
+/// Input: a rearrangement whose destination rank j names new batch j, the bytes of every
+/// item, and `ranks_per_node` (node = rank / ranks_per_node; 0 or ≥ ranks = one node, where
+/// nothing crosses nodes and the identity is returned). Output: σ (batch → rank) minimizing
+/// heuristically the maximum per-rank inter-node volume as defined by `inter_node_volume`
+/// after `apply_relabeling(r, σ)`.
+///
+/// Method. The objective decomposes: a rank's sends leave its node unless the batch lands on
+/// its node — so sends depend only on which NODE each batch lands on — and the bytes a batch
+/// receives across nodes depend only on its node too. For a fixed batch→node map the best
+/// rank inside a node pairs the rank that sends most with the batch that receives least
+/// (exact by an exchange argument). The search runs over batch→node maps: two starts (the
+/// identity's nodes, and a greedy max-affinity map), the better is improved by bottleneck
+/// swaps (see `detail::improve`); within a node, batches whose own rank is there stay on it
+/// when that does not exceed the reached maximum (fewer intra-node moves).
+///
+/// Guarantee: never worse than the identity on the maximum; when it cannot strictly improve
+/// the maximum it returns the identity (no gratuitous moves). Balance is unaffected: the
+/// batches, hence the per-rank loads, are permuted as a whole. Deterministic (ties by index).
+/// Complexity: O(n log n + d log d) to build the model, then per swap O(c · P · (c log c + L))
+/// for P partner batches and L entries per batch list; iterations ≤ `max_iterations`.
+/// @see OrchMLLM §5.2.2, Algorithm 3.
+[[nodiscard]] inline relabeling relabel_nodewise(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
+                                                 rank_t ranks_per_node, const relabel_options& options = {}) {
+  detail::check_relabel_input(r, item_bytes, "relabel_nodewise");
+  relabeling out;
+  out.rank_of_batch.resize(r.ranks);
+  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
+  out.max_identity = out.max_relabeled = max_inter_node_volume(r, item_bytes, ranks_per_node);
+  if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
+
+  const detail::relabel_model md(r, item_bytes, ranks_per_node);
+  std::vector<rank_t> low_in(md.d);
+  std::iota(low_in.begin(), low_in.end(), rank_t{0});
+  std::sort(low_in.begin(), low_in.end(),
+            [&](rank_t a, rank_t b) { return md.in[a] != md.in[b] ? md.in[a] < md.in[b] : a < b; });
+
+  detail::relabel_state a(md, detail::identity_nodes(md));
+  detail::relabel_state b(md, detail::affinity_start(md));
+  detail::relabel_state& st = b.max_cost() < a.max_cost() ? b : a;
+  out.iterations = detail::improve(st, md, options, low_in);
+  const std::vector<rank_t> sigma = st.ranks_of_batches(st.max_cost());
+  const std::uint64_t reached = max_inter_node_volume(apply_relabeling(r, sigma), item_bytes, ranks_per_node);
+  if (reached < out.max_identity) {
+    out.rank_of_batch = sigma;
+    out.max_relabeled = reached;
+  }
+  return out;
+}
+
+/// Exact node-wise relabeling for small instances (tests and benchmarks: the heuristic's gap).
+///
+/// With one rank per node the cost of putting batch j on rank q is out(q) + in(j) − 2·V[q][j]
+/// and the problem is a bottleneck assignment, solved exactly by binary search over the
+/// distinct costs with a bipartite matching (Kuhn) per probe: O(d³ log d), any d ≤ 512.
+/// Otherwise a depth-first branch and bound over batch→node maps (batches by incoming bytes,
+/// largest first), pruned with lower bounds (sends only grow as batches are placed; every
+/// rank receives some batch still possible for its node), started from the heuristic's value;
+/// within a node the pairing rule is exact. Worst case exponential: throws `invalid_input`
+/// when ranks > `max_ranks` (default 16). Same tie rules, guarantee and result as
+/// `relabel_nodewise` (identity unless strictly better). `iterations` counts search nodes.
+[[nodiscard]] inline relabeling relabel_nodewise_exact(const rearrangement& r,
+                                                       std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node,
+                                                       rank_t max_ranks = 16) {
+  detail::check_relabel_input(r, item_bytes, "relabel_nodewise_exact");
+  relabeling out;
+  out.rank_of_batch.resize(r.ranks);
+  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
+  out.max_identity = out.max_relabeled = max_inter_node_volume(r, item_bytes, ranks_per_node);
+  if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
+  const detail::relabel_model md(r, item_bytes, ranks_per_node);
+  const rank_t d = md.d;
+  std::vector<rank_t> best_sigma;
+  std::uint64_t best = out.max_identity;
+
+  if (ranks_per_node == 1) {
+    if (d > 512) detail::throw_invalid("relabel_nodewise_exact: ranks = ", d, " > 512 with one rank per node");
+    std::vector<std::uint64_t> cost(std::size_t{d} * d);
+    for (rank_t j = 0; j < d; ++j) {
+      for (rank_t q = 0; q < d; ++q) cost[std::size_t{q} * d + j] = md.out[q] + md.in[j];
+      for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k)
+        cost[std::size_t{md.rank_vol[k].first} * d + j] -= 2 * md.rank_vol[k].second;
+    }
+    std::vector<std::uint64_t> values(cost);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    // Kuhn's augmenting paths; match_of_rank[q] = batch on rank q.
+    auto feasible = [&](std::uint64_t limit, std::vector<rank_t>* sigma) {
+      constexpr rank_t none = std::numeric_limits<rank_t>::max();
+      std::vector<rank_t> batch_on(d, none);
+      std::vector<std::uint32_t> seen(d, 0);
+      std::uint32_t stamp = 0;
+      // Iterative DFS would avoid recursion depth d; d ≤ 512 keeps recursion shallow enough.
+      auto augment = [&](auto&& self, rank_t j) -> bool {
+        for (rank_t q = 0; q < d; ++q) {
+          if (cost[std::size_t{q} * d + j] > limit || seen[q] == stamp) continue;
+          seen[q] = stamp;
+          if (batch_on[q] == none || self(self, batch_on[q])) {
+            batch_on[q] = j;
+            return true;
+          }
+        }
+        return false;
+      };
+      for (rank_t j = 0; j < d; ++j) {
+        ++stamp;
+        if (!augment(augment, j)) return false;
+      }
+      if (sigma)
+        for (rank_t q = 0; q < d; ++q) (*sigma)[batch_on[q]] = q;
+      return true;
+    };
+    std::size_t lo = 0, hi = values.size() - 1;  // values.back() is always feasible
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      ++out.iterations;
+      if (feasible(values[mid], nullptr))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    best_sigma.assign(d, 0);
+    feasible(values[lo], &best_sigma);
+  } else {
+    if (d > max_ranks)
+      detail::throw_invalid("relabel_nodewise_exact: ranks = ", d, " > max_ranks = ", max_ranks,
+                            " (the exact search is exponential)");
+    // Incumbent: the heuristic (its value is an upper bound that prunes most of the tree).
+    const relabeling h = relabel_nodewise(r, item_bytes, ranks_per_node);
+    best = h.max_relabeled;
+    best_sigma = h.rank_of_batch;
+    std::vector<rank_t> order(d);
+    std::iota(order.begin(), order.end(), rank_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](rank_t a, rank_t b) { return md.in[a] != md.in[b] ? md.in[a] > md.in[b] : a < b; });
+    constexpr rank_t none = std::numeric_limits<rank_t>::max();
+    std::vector<rank_t> node_of_batch(d, none);
+    std::vector<std::uint64_t> sent(d, 0);  // inter-node sends to batches placed so far
+    std::vector<rank_t> room(md.nodes);
+    for (rank_t m = 0; m < md.nodes; ++m) room[m] = md.node_end(m) - md.node_begin(m);
+    std::vector<std::uint64_t> sbuf, rbuf;
+    std::vector<rank_t> best_nodes;
+    auto bound = [&]() {
+      std::uint64_t lb = 0;
+      for (rank_t m = 0; m < md.nodes; ++m) {
+        sbuf.clear();
+        rbuf.clear();
+        for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) sbuf.push_back(sent[q]);
+        std::uint64_t min_recv = std::numeric_limits<std::uint64_t>::max();
+        for (rank_t j = 0; j < d; ++j) {
+          if (node_of_batch[j] == m) rbuf.push_back(md.recv_at(j, m));
+          if (node_of_batch[j] == m || (node_of_batch[j] == none && room[m] > 0))
+            min_recv = std::min(min_recv, md.recv_at(j, m));
+        }
+        if (room[m] == 0)
+          lb = std::max(lb, detail::bottleneck_pairing(sbuf, rbuf));
+        else
+          lb = std::max(lb, *std::max_element(sbuf.begin(), sbuf.end()) + min_recv);
+      }
+      return lb;
+    };
+    auto place = [&](rank_t j, rank_t m, bool add) {
+      node_of_batch[j] = add ? m : none;
+      room[m] = add ? room[m] - 1 : room[m] + 1;
+      for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k) {
+        const rank_t q = md.rank_vol[k].first;
+        if (md.node_of(q) == m) continue;
+        if (add)
+          sent[q] += md.rank_vol[k].second;
+        else
+          sent[q] -= md.rank_vol[k].second;
+      }
+    };
+    auto search = [&](auto&& self, std::size_t depth) -> void {
+      ++out.iterations;
+      const std::uint64_t lb = bound();
+      if (lb >= best) return;
+      if (depth == d) {
+        best = lb;  // all placed: the bound is the exact cost
+        best_nodes = node_of_batch;
+        return;
+      }
+      const rank_t j = order[depth];
+      for (rank_t m = 0; m < md.nodes; ++m) {
+        if (room[m] == 0) continue;
+        place(j, m, true);
+        self(self, depth + 1);
+        place(j, m, false);
+      }
+    };
+    search(search, 0);
+    if (!best_nodes.empty()) {
+      detail::relabel_state st(md, best_nodes);
+      best_sigma = st.ranks_of_batches(st.max_cost());
+    }
+  }
+  const std::uint64_t reached = max_inter_node_volume(apply_relabeling(r, best_sigma), item_bytes, ranks_per_node);
+  if (reached < out.max_identity) {
+    out.rank_of_batch = best_sigma;
+    out.max_relabeled = reached;
+  }
+  return out;
+}
+
+}  // namespace mmbal

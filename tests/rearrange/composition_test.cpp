@@ -1,0 +1,155 @@
+// Subsequence assembly and encoder -> LLM composition: executing Π_E and then the composed
+// plan must give exactly what Π_M gives on samples assembled from their segments.
+#include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/rearrange/composition.hpp>
+#include <mmbal/rearrange/pack.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "rearrange_helpers.hpp"
+
+#include <vector>
+
+using mmbal::location;
+using mmbal::rank_t;
+using mmbal::rearrangement;
+
+namespace {
+
+mmbal::workload random_workload(mmbal::rng_engine& g, std::uint32_t samples, rank_t d) {
+  mmbal::workload w;
+  w.intern_modality("image");
+  w.intern_modality("audio");
+  for (std::uint32_t i = 0; i < samples; ++i) {
+    mmbal::sample s;
+    s.id = i;
+    s.rank = static_cast<rank_t>(mmbal::uniform_below(g, d));
+    const auto k = 1 + mmbal::uniform_below(g, 6);
+    for (std::uint64_t j = 0; j < k; ++j) {
+      mmbal::segment seg;
+      seg.modality = static_cast<mmbal::modality_id>(mmbal::uniform_below(g, 3));
+      seg.llm_tokens = static_cast<mmbal::length_t>(mmbal::uniform_below(g, 40));  // zero allowed
+      seg.encoder_len = seg.llm_tokens * 4;
+      s.segments.push_back(seg);
+    }
+    w.samples.push_back(s);
+  }
+  return w;
+}
+
+std::vector<std::vector<std::byte>> run(const rearrangement& r, std::span<const std::uint64_t> sizes,
+                                        const std::vector<std::vector<std::byte>>& in) {
+  return mmbal::exchange_in_process<std::byte>(mmbal::make_alltoall_plans(r, sizes), in);
+}
+
+}  // namespace
+
+TEST_CASE("assembly layout: samples in LLM slot order, segments in sequence order", "[rearrange][compose]") {
+  mmbal::workload w;
+  const auto img = w.intern_modality("image");
+  // sample 0 (rank 0): text, img, text, img ; sample 1 (rank 1): img ; sample 2 (rank 0): text only
+  w.samples = {
+      {0, 0, {}, {{0, 5, 5}, {img, 3, 3}, {0, 2, 2}, {img, 4, 4}}}, {1, 1, {}, {{img, 7, 7}}}, {2, 0, {}, {{0, 9, 9}}}};
+  const auto enc = mmbal::encoder_phase_items(w, img);  // items: (s0,seg1), (s0,seg3), (s1,seg0)
+  REQUIRE(enc.size() == 3);
+  // LLM: sample 1 -> rank 0 slot 0, sample 0 -> rank 0 slot 1, sample 2 -> rank 1 slot 0.
+  const rearrangement llm{2, {{0, 0}, {1, 0}, {0, 1}}, {{0, 1}, {0, 0}, {1, 0}}};
+  const auto lay = mmbal::assembly_layout(enc, llm);
+  const std::vector<location> expect{{0, 1}, {0, 2}, {0, 0}};
+  CHECK(lay.where == expect);
+  CHECK(lay.bins == 2);
+}
+
+TEST_CASE("Π_E then composed == Π_M on assembled samples; two hops agree; backward restores", "[rearrange][compose]") {
+  auto g = mmbal::make_rng(31);
+  for (int t = 0; t < 25; ++t) {
+    const auto d = static_cast<rank_t>(1 + mmbal::uniform_below(g, 8));
+    const auto w = random_workload(g, static_cast<std::uint32_t>(mmbal::uniform_below(g, 60)), d);
+    const auto llm_items = mmbal::llm_phase_items(w);
+    const auto pi_m = rearrangement::from_origin(
+        llm_items.origin,
+        mmbal::assignment{d, rearrange_test::random_layout(g, static_cast<std::uint32_t>(llm_items.size()), d, 0.2)});
+    for (mmbal::modality_id m = 1; m <= 2; ++m) {
+      const auto enc = mmbal::encoder_phase_items(w, m);
+      const auto n = static_cast<std::uint32_t>(enc.size());
+      const auto pi_e =
+          rearrangement::from_origin(enc.origin, mmbal::assignment{d, rearrange_test::random_layout(g, n, d, 0.3)});
+      const auto plans = mmbal::compose_encoder_to_llm(enc, pi_e, pi_m);
+      plans.composed.validate();
+
+      std::vector<std::uint64_t> sizes(n);  // encoder output bytes: 2 per LLM token
+      for (std::uint32_t i = 0; i < n; ++i)
+        sizes[i] = 2ULL * w.samples[enc.sample_of[i]].segments[enc.segment_of[i]].llm_tokens;
+
+      // Path A: origin -> encoder ranks (Π_E) -> LLM ranks (composed).
+      const auto at_origin = rearrange_test::buffers_for(pi_e.source, d, sizes);
+      const auto at_encoder = run(pi_e, sizes, at_origin);
+      const auto a = run(plans.composed, sizes, at_encoder);
+
+      // Path B: assemble each sample's outputs (segment order) at the origin, apply Π_M.
+      std::vector<std::uint64_t> sample_bytes(llm_items.size(), 0);
+      std::vector<std::vector<std::byte>> sample_payload(llm_items.size());
+      for (std::uint32_t i = 0; i < n; ++i) {  // encoder items are in (sample, segment) order
+        sample_bytes[enc.sample_of[i]] += sizes[i];
+        for (std::uint64_t k = 0; k < sizes[i]; ++k)
+          sample_payload[enc.sample_of[i]].push_back(rearrange_test::payload(i, k));
+      }
+      std::vector<std::vector<std::byte>> origin_samples(d);
+      {
+        const mmbal::detail::layout_index idx(pi_m.source, d);
+        for (rank_t r = 0; r < d; ++r)
+          for (std::uint32_t s = 0; s < idx.count(r); ++s) {
+            const auto& p = sample_payload[idx.at({r, s})];
+            origin_samples[r].insert(origin_samples[r].end(), p.begin(), p.end());
+          }
+      }
+      const auto b = run(pi_m, sample_bytes, origin_samples);
+      for (rank_t r = 0; r < d; ++r) CHECK(a[r] == b[r]);
+
+      // Two-hop reference delivers the same and composes to the same plan.
+      const auto hop1 = run(plans.back_to_origin, sizes, at_encoder);
+      for (rank_t r = 0; r < d; ++r) CHECK(hop1[r] == at_origin[r]);
+      const auto hop2 = run(plans.origin_to_llm, sizes, hop1);
+      for (rank_t r = 0; r < d; ++r) CHECK(hop2[r] == a[r]);
+      CHECK(mmbal::compose(plans.back_to_origin, plans.origin_to_llm) == plans.composed);
+      CHECK(mmbal::compose(plans.composed, plans.composed.inverse()).is_identity());
+
+      // Backward: gradients return to the encoder ranks.
+      const auto back = run(plans.composed.inverse(), sizes, a);
+      for (rank_t r = 0; r < d; ++r) CHECK(back[r] == at_encoder[r]);
+
+      // Traffic: direct reference counts, and composition never moves more than two hops.
+      const rank_t rpn = 1 + static_cast<rank_t>(mmbal::uniform_below(g, 4));
+      const auto tr = mmbal::compare_composition(plans, sizes, rpn);
+      std::uint64_t direct = 0, first = 0, second = 0, direct_inter = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const rank_t e = pi_e.destination[i].rank, o = enc.origin[i];
+        const rank_t l = pi_m.destination[enc.sample_of[i]].rank;
+        if (e != l) direct += sizes[i];
+        if (e / rpn != l / rpn) direct_inter += sizes[i];
+        if (e != o) first += sizes[i];
+        if (o != l) second += sizes[i];
+      }
+      CHECK(tr.composed.moved_bytes == direct);
+      CHECK(tr.composed.inter_node_bytes == direct_inter);
+      CHECK(tr.two_hop.moved_bytes == first + second);
+      CHECK(tr.composed.moved_bytes <= tr.two_hop.moved_bytes);
+      CHECK(tr.composed.inter_node_bytes <= tr.two_hop.inter_node_bytes);
+    }
+  }
+}
+
+TEST_CASE("compose_encoder_to_llm rejects inconsistent inputs", "[rearrange][compose]") {
+  mmbal::workload w;
+  const auto img = w.intern_modality("image");
+  w.samples = {{0, 0, {}, {{img, 3, 3}}}, {1, 1, {}, {{img, 2, 2}}}};
+  const auto enc = mmbal::encoder_phase_items(w, img);
+  const rearrangement pi_m{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
+  const rearrangement wrong_origin{2, {{1, 0}, {0, 0}}, {{0, 0}, {1, 0}}};
+  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, wrong_origin, pi_m), Catch::Contains("encoder item 0"));
+  const rearrangement three{3, {{0, 0}, {1, 0}}, {{0, 0}, {1, 0}}};
+  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, three, pi_m), Catch::Contains("3 ranks"));
+  const rearrangement one_sample{2, {{0, 0}}, {{0, 0}}};
+  CHECK_THROWS_WITH(mmbal::assembly_layout(enc, one_sample), Catch::Contains("sample 1"));
+}
