@@ -3,6 +3,7 @@
 /// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
 
 #include <mmbal/balance/constraints.hpp>
+#include <mmbal/context/distribute.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/rng.hpp>
@@ -10,6 +11,7 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
+#include <mmbal/mask/mask.hpp>
 #include <mmbal/sampling/grouping.hpp>
 #include <mmbal/sampling/isf.hpp>
 #include <mmbal/transport/loopback.hpp>
