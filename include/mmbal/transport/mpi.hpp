@@ -1,0 +1,354 @@
+#pragma once
+/// @file
+/// MPI transport (target `mmbal::mpi` = mmbal + MPI::MPI_CXX): metadata all-gather
+/// (`MPI_Allgatherv`), the max all-reduce behind the plan fingerprint check, and plan
+/// execution by two methods:
+/// - `alltoallv`: pack (memcpy runs) → `MPI_Alltoallv` of bytes → unpack;
+/// - `alltoallw`: one `MPI_Alltoallw` whose per-peer derived datatypes
+///   (`MPI_Type_create_hindexed` over the items' byte regions, from `send_regions` /
+///   `recv_regions`) read the input buffer and write the output buffer in place: no pack
+///   or unpack copy in user code (MPI may still copy internally).
+///
+/// 32-bit limits: MPI-3 counts and displacements are `int`. When any byte count or
+/// displacement of a plan exceeds `INT_MAX`, `alltoallv` switches to `MPI_Alltoallw` over the
+/// packed buffers with one hindexed region per peer (blocks of at most 2^30 bytes,
+/// displacements `MPI_Aint`), so plans of any size work; the derived datatypes of
+/// `alltoallw` are split the same way. Metadata gathers above `INT_MAX` words throw.
+///
+/// Errors: the transport duplicates the caller's communicator (its own context, so its
+/// messages never match the caller's) and sets `MPI_ERRORS_RETURN` on the duplicate; every
+/// MPI return code is checked and a failure throws `mmbal::runtime_failure` naming the call,
+/// file, line and `MPI_Error_string`. Plan disagreement between ranks is caught before any
+/// payload moves by `execute` / `check_agreement` (concepts.hpp), which throw on every rank.
+/// Destroy the transport before `MPI_Finalize`.
+/// @see OrchMLLM §6 (All-to-All Batch Communicator), DESIGN.md §5.6
+
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/rearrange/pack.hpp>
+#include <mmbal/transport/concepts.hpp>
+#include <mmbal/transport/plan_copies.hpp>
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace mmbal::transport::detail {
+
+[[noreturn]] inline void throw_mpi(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  int error_class = code;
+  static_cast<void>(MPI_Error_class(code, &error_class));
+  mmbal::detail::throw_runtime(file, ":", line, ": ", call, " failed with MPI error ", code, " (class ", error_class,
+                               "): ", std::string(text, static_cast<std::size_t>(length)));
+}
+
+}  // namespace mmbal::transport::detail
+
+/// Checks an MPI call; throws `mmbal::runtime_failure` naming the call, file, line and the
+/// MPI error string. Effective only on communicators with `MPI_ERRORS_RETURN`.
+#define MMBAL_MPI_CHECK(call)                                                              \
+  do {                                                                                     \
+    const int mmbal_mpi_status_ = (call);                                                  \
+    if (mmbal_mpi_status_ != MPI_SUCCESS)                                                  \
+      ::mmbal::transport::detail::throw_mpi(mmbal_mpi_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+namespace mmbal::transport {
+
+/// How `mpi_transport::all_to_all` moves the payload.
+enum class mpi_method : std::uint8_t {
+  alltoallv,  ///< pack, MPI_Alltoallv of bytes, unpack (default)
+  alltoallw,  ///< MPI_Alltoallw with hindexed datatypes on the unpacked buffers (no pack copy)
+};
+
+/// Options of `mpi_transport`. Defaults: `alltoallv`.
+struct mpi_options {
+  mpi_method method = mpi_method::alltoallv;
+};
+
+namespace detail {
+
+/// Largest block of one hindexed datatype entry; well below INT_MAX so sums stay safe.
+inline constexpr std::uint64_t mpi_max_block = std::uint64_t{1} << 30;
+
+/// Committed derived datatypes, freed on destruction.
+class mpi_type_set {
+ public:
+  mpi_type_set() = default;
+  mpi_type_set(const mpi_type_set&) = delete;
+  mpi_type_set& operator=(const mpi_type_set&) = delete;
+  ~mpi_type_set() {
+    for (MPI_Datatype& t : owned_) static_cast<void>(MPI_Type_free(&t));  // no throw from a destructor
+  }
+
+  /// A datatype covering `regions` (byte offsets from the buffer base), in order; MPI_BYTE
+  /// with count 0 when there are none. Returns (type, count).
+  std::pair<MPI_Datatype, int> make(std::span<const std::uint64_t> offsets, std::span<const std::uint64_t> sizes) {
+    if (sizes.empty()) return {MPI_BYTE, 0};
+    lengths_.clear();
+    displs_.clear();
+    for (std::size_t k = 0; k < sizes.size(); ++k)
+      for (std::uint64_t done = 0; done < sizes[k];) {
+        const std::uint64_t n = sizes[k] - done < mpi_max_block ? sizes[k] - done : mpi_max_block;
+        lengths_.push_back(static_cast<int>(n));
+        displs_.push_back(static_cast<MPI_Aint>(offsets[k] + done));
+        done += n;
+      }
+    if (lengths_.size() > static_cast<std::size_t>(INT_MAX))
+      mmbal::detail::throw_invalid("MPI transport: ", lengths_.size(), " regions for one peer exceed INT_MAX");
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MMBAL_MPI_CHECK(
+        MPI_Type_create_hindexed(static_cast<int>(lengths_.size()), lengths_.data(), displs_.data(), MPI_BYTE, &t));
+    owned_.push_back(t);
+    MMBAL_MPI_CHECK(MPI_Type_commit(&owned_.back()));
+    return {owned_.back(), 1};
+  }
+
+ private:
+  std::vector<MPI_Datatype> owned_;
+  std::vector<int> lengths_;
+  std::vector<MPI_Aint> displs_;
+};
+
+/// Whether every count and end offset fits MPI's `int`.
+inline bool fits_int(std::span<const std::uint64_t> counts, std::span<const std::uint64_t> displs) {
+  for (std::size_t p = 0; p < counts.size(); ++p)
+    if (displs[p] > static_cast<std::uint64_t>(INT_MAX) || counts[p] > static_cast<std::uint64_t>(INT_MAX) - displs[p])
+      return false;
+  return true;
+}
+
+/// A non-null address for empty buffers (some MPI checks reject null even with count 0).
+inline std::byte* non_null(std::byte* p) noexcept {
+  static std::byte dummy{};
+  return p != nullptr ? p : &dummy;
+}
+
+}  // namespace detail
+
+/// The MPI transport of one rank; models `reducing_transport` (see the file doc).
+/// Move-only; owns a duplicate of the communicator it was given.
+class mpi_transport {
+ public:
+  /// Duplicates `comm` (collective over `comm`) and sets `MPI_ERRORS_RETURN` on the
+  /// duplicate. MPI must be initialized.
+  explicit mpi_transport(MPI_Comm comm = MPI_COMM_WORLD, mpi_options options = {}) : options_(options) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) mmbal::detail::throw_runtime("mpi_transport: MPI is not initialized");
+    const int dup = MPI_Comm_dup(comm, &comm_);
+    if (dup != MPI_SUCCESS) detail::throw_mpi(dup, "MPI_Comm_dup(comm, &comm_)", __FILE__, __LINE__);
+    const int set = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    if (set != MPI_SUCCESS) {
+      free_comm();
+      detail::throw_mpi(set, "MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN)", __FILE__, __LINE__);
+    }
+    int r = 0;
+    int n = 0;
+    MMBAL_MPI_CHECK(MPI_Comm_rank(comm_, &r));
+    MMBAL_MPI_CHECK(MPI_Comm_size(comm_, &n));
+    rank_ = static_cast<rank_t>(r);
+    size_ = static_cast<rank_t>(n);
+  }
+  mpi_transport(mpi_transport&& o) noexcept
+      : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), options_(o.options_), rank_(o.rank_), size_(o.size_) {}
+  mpi_transport& operator=(mpi_transport&& o) noexcept {
+    if (this != &o) {
+      free_comm();
+      comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+      options_ = o.options_;
+      rank_ = o.rank_;
+      size_ = o.size_;
+    }
+    return *this;
+  }
+  mpi_transport(const mpi_transport&) = delete;
+  mpi_transport& operator=(const mpi_transport&) = delete;
+  ~mpi_transport() { free_comm(); }
+
+  [[nodiscard]] rank_t rank() const noexcept { return rank_; }
+  [[nodiscard]] rank_t size() const noexcept { return size_; }
+  /// The transport's own communicator (errors return; do not free it).
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  [[nodiscard]] const mpi_options& options() const noexcept { return options_; }
+  void set_method(mpi_method m) noexcept { options_.method = m; }
+
+  /// `MPI_Barrier` on the transport's communicator.
+  void barrier() { MMBAL_MPI_CHECK(MPI_Barrier(comm_)); }
+
+  /// Variable-size all-gather: `MPI_Allgather` of the word counts, then `MPI_Allgatherv`.
+  /// Collective. Throws (on every rank alike) when the total exceeds INT_MAX words.
+  [[nodiscard]] gathered_words all_gather(std::span<const std::uint32_t> local) {
+    const std::uint64_t mine = local.size();
+    std::vector<std::uint64_t> counts(size_);
+    MMBAL_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm_));
+    gathered_words out;
+    out.offsets.assign(std::size_t{size_} + 1, 0);
+    for (rank_t r = 0; r < size_; ++r) out.offsets[r + 1] = out.offsets[r] + counts[r];
+    if (out.offsets.back() > static_cast<std::uint64_t>(INT_MAX))
+      mmbal::detail::throw_invalid("mpi_transport::all_gather: ", out.offsets.back(),
+                                   " words in total exceed MPI's int counts (INT_MAX)");
+    std::vector<int> recv_counts(size_), displs(size_);
+    for (rank_t r = 0; r < size_; ++r) {
+      recv_counts[r] = static_cast<int>(counts[r]);
+      displs[r] = static_cast<int>(out.offsets[r]);
+    }
+    out.words.resize(out.offsets.back());
+    std::uint32_t dummy = 0;
+    MMBAL_MPI_CHECK(MPI_Allgatherv(local.empty() ? &dummy : local.data(), static_cast<int>(local.size()), MPI_UINT32_T,
+                                   out.words.empty() ? &dummy : out.words.data(), recv_counts.data(), displs.data(),
+                                   MPI_UINT32_T, comm_));
+    return out;
+  }
+
+  /// Element-wise max of 64-bit words over all ranks, in place (`MPI_Allreduce`). Collective.
+  void all_reduce_max(std::span<std::uint64_t> values) {
+    if (values.size() > static_cast<std::size_t>(INT_MAX))
+      mmbal::detail::throw_invalid("mpi_transport::all_reduce_max: ", values.size(), " values exceed INT_MAX");
+    MMBAL_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, comm_));
+  }
+
+  /// Executes this rank's plan with the configured method (see `mpi_options`). Collective.
+  /// Throws `invalid_input` locally if the plan is inconsistent or the buffers have the wrong
+  /// size — a local throw leaves the other ranks waiting, so call through `execute`, which
+  /// checks collectively first.
+  void all_to_all(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
+    if (options_.method == mpi_method::alltoallw)
+      all_to_all_w(plan, send, recv);
+    else
+      all_to_all_v(plan, send, recv);
+  }
+
+  /// Pack → `exchange_packed` → unpack. Staging buffers are kept between calls. Memory:
+  /// local payload + received payload (the staging copies) + O(plan).
+  void all_to_all_v(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
+    check_plan(plan, send.size(), recv.size());
+    send_.resize(plan.send_bytes);
+    recv_.resize(plan.recv_bytes);
+    mmbal::pack(plan, send, std::span<std::byte>(send_));
+    exchange_packed(plan, send_, recv_);
+    mmbal::unpack(plan, std::span<const std::byte>(recv_), recv);
+  }
+
+  /// One `MPI_Alltoallw`: peer p's send datatype is the hindexed list of this rank's input
+  /// regions bound for p (`send_regions`), its receive datatype the output regions filled
+  /// from p (`recv_regions`); adjacent items are merged into one block. No user-level copy.
+  /// Datatypes are built and freed per call: O(items) MPI type calls.
+  void all_to_all_w(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
+    check_plan(plan, send.size(), recv.size());
+    const peer_regions out = send_regions(plan);
+    const peer_regions in = recv_regions(plan);
+    detail::mpi_type_set types;
+    std::vector<MPI_Datatype> send_types(size_), recv_types(size_);
+    std::vector<int> send_counts(size_), recv_counts(size_), zero(size_, 0);
+    for (rank_t p = 0; p < size_; ++p) {
+      const auto so = std::span<const std::uint64_t>(out.offset).subspan(out.first[p], out.regions(p));
+      const auto ss = std::span<const std::uint64_t>(out.size).subspan(out.first[p], out.regions(p));
+      std::tie(send_types[p], send_counts[p]) = types.make(so, ss);
+      const auto ro = std::span<const std::uint64_t>(in.offset).subspan(in.first[p], in.regions(p));
+      const auto rs = std::span<const std::uint64_t>(in.size).subspan(in.first[p], in.regions(p));
+      std::tie(recv_types[p], recv_counts[p]) = types.make(ro, rs);
+    }
+    MMBAL_MPI_CHECK(MPI_Alltoallw(detail::non_null(const_cast<std::byte*>(send.data())), send_counts.data(),
+                                  zero.data(), send_types.data(), detail::non_null(recv.data()), recv_counts.data(),
+                                  zero.data(), recv_types.data(), comm_));
+  }
+
+  /// The raw exchange of already packed buffers (`plan.send_bytes` / `plan.recv_bytes`):
+  /// `MPI_Alltoallv` of bytes when every count and displacement fits `int`, else
+  /// `exchange_packed_w` (see the file doc). Collective.
+  void exchange_packed(const alltoall_plan& plan, std::span<const std::byte> packed_send,
+                       std::span<std::byte> packed_recv) {
+    check_packed(plan, packed_send.size(), packed_recv.size());
+    if (!detail::fits_int(plan.send_counts, plan.send_displs) ||
+        !detail::fits_int(plan.recv_counts, plan.recv_displs)) {
+      exchange_packed_w(plan, packed_send, packed_recv);
+      return;
+    }
+    ints_.resize(4 * std::size_t{size_});
+    int* sc = ints_.data();
+    int* sd = sc + size_;
+    int* rc = sd + size_;
+    int* rd = rc + size_;
+    for (rank_t p = 0; p < size_; ++p) {
+      sc[p] = static_cast<int>(plan.send_counts[p]);
+      sd[p] = static_cast<int>(plan.send_displs[p]);
+      rc[p] = static_cast<int>(plan.recv_counts[p]);
+      rd[p] = static_cast<int>(plan.recv_displs[p]);
+    }
+    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(const_cast<std::byte*>(packed_send.data())), sc, sd, MPI_BYTE,
+                                  detail::non_null(packed_recv.data()), rc, rd, MPI_BYTE, comm_));
+  }
+
+  /// The exchange of packed buffers by `MPI_Alltoallw` with one hindexed region per peer
+  /// (blocks of at most 2^30 bytes at `MPI_Aint` displacements): no `int` limit on sizes.
+  /// `exchange_packed` uses it when a plan exceeds `INT_MAX` bytes. Collective.
+  void exchange_packed_w(const alltoall_plan& plan, std::span<const std::byte> packed_send,
+                         std::span<std::byte> packed_recv) {
+    check_packed(plan, packed_send.size(), packed_recv.size());
+    detail::mpi_type_set types;
+    std::vector<MPI_Datatype> send_types(size_), recv_types(size_);
+    std::vector<int> send_counts(size_), recv_counts(size_), zero(size_, 0);
+    for (rank_t p = 0; p < size_; ++p) {
+      const std::uint64_t s_off = plan.send_displs[p], s_len = plan.send_counts[p];
+      const std::uint64_t r_off = plan.recv_displs[p], r_len = plan.recv_counts[p];
+      std::tie(send_types[p], send_counts[p]) =
+          s_len == 0 ? std::pair<MPI_Datatype, int>{MPI_BYTE, 0} : types.make({&s_off, 1}, {&s_len, 1});
+      std::tie(recv_types[p], recv_counts[p]) =
+          r_len == 0 ? std::pair<MPI_Datatype, int>{MPI_BYTE, 0} : types.make({&r_off, 1}, {&r_len, 1});
+    }
+    MMBAL_MPI_CHECK(MPI_Alltoallw(detail::non_null(const_cast<std::byte*>(packed_send.data())), send_counts.data(),
+                                  zero.data(), send_types.data(), detail::non_null(packed_recv.data()),
+                                  recv_counts.data(), zero.data(), recv_types.data(), comm_));
+  }
+
+ private:
+  void check_packed(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+    if (plan.rank != rank_ || plan.ranks != size_)
+      mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
+                                   " but this communicator is rank ", rank_, " of ", size_);
+    validate_peer_layout(plan);
+    if (send_size < plan.send_bytes || recv_size < plan.recv_bytes)
+      mmbal::detail::throw_invalid("mpi_transport: packed buffers of ", send_size, " and ", recv_size,
+                                   " bytes, the plan needs ", plan.send_bytes, " and ", plan.recv_bytes);
+  }
+
+  void check_plan(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+    if (plan.rank != rank_ || plan.ranks != size_)
+      mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
+                                   " but this communicator is rank ", rank_, " of ", size_);
+    validate_peer_layout(plan);
+    check_buffers(plan, send_size, recv_size);
+  }
+
+  void free_comm() noexcept {
+    if (comm_ == MPI_COMM_NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) static_cast<void>(MPI_Comm_free(&comm_));
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  mpi_options options_;
+  rank_t rank_ = 0;
+  rank_t size_ = 0;
+  std::vector<std::byte> send_, recv_;
+  std::vector<int> ints_;
+};
+
+static_assert(reducing_transport<mpi_transport>);
+
+}  // namespace mmbal::transport
