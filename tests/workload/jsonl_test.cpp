@@ -1,0 +1,256 @@
+// JSONL workload format (DESIGN.md §6): exact output format, round trips, defaults, and every
+// error case with file, line and field in the message.
+#include <mmbal/core/rng.hpp>
+#include <mmbal/workload/jsonl.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+mmbal::workload read(const std::string& text, mmbal::rank_t ranks = 4) {
+  std::istringstream in(text);
+  return mmbal::read_jsonl(in, "data.jsonl", ranks);
+}
+
+std::string write(const mmbal::workload& w) {
+  std::ostringstream out;
+  mmbal::write_jsonl(out, w);
+  return out.str();
+}
+
+// The message of the invalid_input thrown by reading `text` (fails the test if none).
+std::string error_of(const std::string& text, mmbal::rank_t ranks = 4) {
+  try {
+    (void)read(text, ranks);
+  } catch (const mmbal::invalid_input& e) {
+    return e.what();
+  }
+  FAIL("no invalid_input for input: " << text);
+  return {};
+}
+
+// A random workload whose modality table lists names in order of first use (as the reader
+// builds it), with optional groups and encoder lengths.
+mmbal::workload random_workload(std::uint64_t seed, mmbal::rank_t ranks) {
+  auto g = mmbal::make_rng(seed);
+  const std::vector<std::string> names{"image", "audio", "video", "odd \"name\"\\x", "ünï"};
+  mmbal::workload w;
+  const auto n = 1 + mmbal::uniform_below(g, 60);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    mmbal::sample s;
+    s.id = i * 7 + mmbal::uniform_below(g, 7);  // unique, not the index
+    s.rank = static_cast<mmbal::rank_t>(mmbal::uniform_below(g, ranks));
+    if (mmbal::uniform01(g) < 0.3) s.group = mmbal::uniform_below(g, 1000);
+    const auto k = 1 + mmbal::uniform_below(g, 6);
+    for (std::uint64_t j = 0; j < k; ++j) {
+      mmbal::segment seg;
+      seg.llm_tokens = static_cast<mmbal::length_t>(mmbal::uniform_below(g, 5000));
+      if (mmbal::uniform01(g) < 0.5) {
+        seg.encoder_len = seg.llm_tokens;
+      } else {
+        seg.modality = w.intern_modality(names[mmbal::uniform_below(g, names.size())]);
+        seg.encoder_len = mmbal::uniform01(g) < 0.5 ? seg.llm_tokens
+                                                    : static_cast<mmbal::length_t>(mmbal::uniform_below(g, 1u << 31));
+      }
+      s.segments.push_back(seg);
+    }
+    w.samples.push_back(s);
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("jsonl: the writer emits the DESIGN.md example line exactly", "[workload][jsonl]") {
+  const std::string line =
+      R"({"id": 17, "rank": 3, "group": 5, "segments": [["text", 120], ["image", 1196, 4784], ["text", 300], ["audio", 750, 1500]]})";
+  const mmbal::workload w = read(line + "\n", 4);
+  REQUIRE(w.samples.size() == 1);
+  const mmbal::sample& s = w.samples[0];
+  CHECK(s.id == 17);
+  CHECK(s.rank == 3);
+  REQUIRE(s.group.has_value());
+  CHECK(*s.group == 5);
+  REQUIRE(w.modalities == std::vector<std::string>{"text", "image", "audio"});
+  REQUIRE(s.segments.size() == 4);
+  CHECK(s.segments[0] == mmbal::segment{0, 120, 120});
+  CHECK(s.segments[1] == mmbal::segment{1, 1196, 4784});
+  CHECK(s.segments[2] == mmbal::segment{0, 300, 300});
+  CHECK(s.segments[3] == mmbal::segment{2, 750, 1500});
+  CHECK(s.llm_length() == 120 + 1196 + 300 + 750);
+  CHECK(write(w) == line + "\n");
+}
+
+TEST_CASE("jsonl: write then read reproduces random workloads", "[workload][jsonl]") {
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    const mmbal::rank_t ranks = 1 + static_cast<mmbal::rank_t>(seed % 9);
+    const mmbal::workload w = random_workload(seed, ranks);
+    const std::string text = write(w);
+    const mmbal::workload back = read(text, ranks);
+    REQUIRE(back == w);
+    CHECK(read(text, 0) == w);  // no rank count: ranks are taken as written
+    CHECK(write(back) == text);
+  }
+}
+
+TEST_CASE("jsonl: defaults for id, rank, group and encoder length", "[workload][jsonl]") {
+  // Blank lines do not count as samples: the default id is the 0-based sample index.
+  const std::string text =
+      "{\"segments\": [[\"text\", 5]]}\n"
+      "\n"
+      "   \t\n"
+      "{\"segments\": [[\"image\", 7]]}\r\n"
+      "{\"segments\": [[\"text\", 9], [\"image\", 1, 2]]}\n"
+      "{\"id\": 100, \"segments\": [[\"audio\", 3]]}\n"
+      "{\"segments\": [[\"text\", 1]]}";  // no final newline
+  const mmbal::workload w = read(text, 3);
+  REQUIRE(w.samples.size() == 5);
+  const std::vector<std::uint64_t> ids{0, 1, 2, 100, 4};
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(w.samples[i].id == ids[i]);
+    CHECK(w.samples[i].rank == i % 3);  // round-robin by sample index
+    CHECK_FALSE(w.samples[i].group.has_value());
+  }
+  CHECK(w.samples[1].segments[0] == mmbal::segment{1, 7, 7});  // encoder_len defaults to llm_tokens
+  CHECK(w.samples[2].segments[1] == mmbal::segment{1, 1, 2});
+  CHECK(w.modalities == std::vector<std::string>{"text", "image", "audio"});
+
+  // ranks == 0: no rank count known; absent ranks are 0 and any rank is accepted.
+  const mmbal::workload z =
+      read("{\"segments\": [[\"text\", 5]]}\n{\"rank\": 4000000000, \"segments\": [[\"text\", 5]]}\n", 0);
+  CHECK(z.samples[0].rank == 0);
+  CHECK(z.samples[1].rank == 4000000000u);
+  // Zero lengths are allowed (not negative).
+  CHECK(read("{\"segments\": [[\"text\", 0]]}\n").samples[0].llm_length() == 0);
+}
+
+TEST_CASE("jsonl: unknown keys are ignored", "[workload][jsonl]") {
+  const mmbal::workload w = read(
+      R"({"id": 3, "source": "coco", "meta": {"a": [1, 2, {"b": null}]}, "rank": 1, "weight": -7.5, "segments": [["text", 4]], "zzz": true})"
+      "\n");
+  REQUIRE(w.samples.size() == 1);
+  CHECK(w.samples[0].id == 3);
+  CHECK(w.samples[0].rank == 1);
+  CHECK(w.samples[0].segments == std::vector<mmbal::segment>{{0, 4, 4}});
+}
+
+TEST_CASE("jsonl: every error names the file, the line and the field", "[workload][jsonl]") {
+  const std::string ok = "{\"id\": 0, \"rank\": 0, \"segments\": [[\"text\", 10]]}\n";
+  struct bad_case {
+    std::string text;
+    std::string line;                 // "line N"
+    std::string field;                // field name ("" for whole-line errors)
+    std::vector<std::string> naming;  // further words the message must contain (the value)
+  };
+  std::string many = "{\"segments\": [";
+  for (int k = 0; k < 255; ++k) many += (k ? ", " : "") + std::string("[\"m") + std::to_string(k) + "\", 1]";
+  many += "]}\n";
+  const std::vector<bad_case> cases{
+      {ok + "{\"id\": 1, \"rank\": 0, \"segments\": [[\"text\", -5]]}\n",
+       "line 2",
+       "'segments[0][1]'",
+       {"-5", "negative"}},
+      {ok + "{\"segments\": [[\"text\", 3], [\"image\", -5]]}\n", "line 2", "'segments[1][1]'", {"-5", "negative"}},
+      {ok + "{\"segments\": [[\"text\", 1.5]]}\n", "line 2", "'segments[0][1]'", {"1.5", "not an integer"}},
+      {ok + "{\"segments\": [[\"text\", 5.0]]}\n", "line 2", "'segments[0][1]'", {"5.0", "not an integer"}},
+      {ok + "{\"segments\": [[\"text\", \"10\"]]}\n", "line 2", "'segments[0][1]'", {"\"10\"", "string"}},
+      {ok + "{\"segments\": [[\"text\", 4294967296]]}\n", "line 2", "'segments[0][1]'", {"4294967296"}},
+      {ok + "{\"segments\": [[\"text\", 1e30]]}\n", "line 2", "'segments[0][1]'", {"exceeds"}},
+      {ok + "{\"segments\": [[\"image\", 5, -1]]}\n", "line 2", "'segments[0][2]'", {"-1", "negative"}},
+      {ok + "{\"segments\": [[\"image\", 5, null]]}\n", "line 2", "'segments[0][2]'", {"null"}},
+      {ok + "{\"segments\": [[\"text\", 5, 6]]}\n", "line 2", "'segments[0][2]'", {"6", "text"}},
+      {"{\"segments\": [[\"text\", 4294967295], [\"image\", 4294967295]]}\n",
+       "line 1",
+       "'segments[1]'",
+       {"8589934590"}},
+      {"{\"segments\": [[\"text\", 4294967295], [\"image\", 1]]}\n", "line 1", "'segments[1]'", {"4294967296"}},
+      {ok + "{\"segments\": []}\n", "line 2", "'segments'", {"empty"}},
+      {ok + "{\"id\": 5}\n", "line 2", "'segments'", {"missing"}},
+      {ok + "{\"segments\": {\"text\": 5}}\n", "line 2", "'segments'", {"array", "object"}},
+      {ok + "{\"segments\": [\"text\", 5]}\n", "line 2", "'segments[0]'", {"\"text\""}},
+      {ok + "{\"segments\": [[\"text\"]]}\n", "line 2", "'segments[0]'", {"1 elements"}},
+      {ok + "{\"segments\": [[\"image\", 1, 2, 3]]}\n", "line 2", "'segments[0]'", {"4 elements"}},
+      {ok + "{\"segments\": [[5, 10]]}\n", "line 2", "'segments[0][0]'", {"5", "modality"}},
+      {ok + "{\"segments\": [[\"\", 10]]}\n", "line 2", "'segments[0][0]'", {"non-empty"}},
+      {many, "line 1", "'segments[254][0]'", {"m254", "too many modalities"}},
+      {ok + "{\"id\": 1, \"rank\": 0, \"segments\": [[\"text\", 10]]\n", "line 2", "", {"malformed JSON"}},
+      {ok + "\n\nnot json at all\n", "line 4", "", {"malformed JSON"}},
+      {ok + "[1, 2]\n", "line 2", "", {"object", "array"}},
+      {ok + "17\n", "line 2", "", {"object", "number"}},
+      {ok + "{\"id\": 0, \"segments\": [[\"text\", 5]]}\n", "line 2", "'id'", {"duplicate id 0", "line 1"}},
+      {ok + "{\"id\": 1, \"segments\": [[\"text\", 5]]}\n\n" + "{\"id\": 9, \"segments\": [[\"text\", 5]]}\n" +
+           "{\"id\": 9, \"segments\": [[\"text\", 5]]}\n",
+       "line 5",
+       "'id'",
+       {"duplicate id 9", "line 4"}},
+      {"{\"segments\": [[\"text\", 5]]}\n{\"id\": 0, \"segments\": [[\"text\", 5]]}\n",
+       "line 2",
+       "'id'",
+       {"duplicate id 0", "line 1"}},
+      {ok + "{\"id\": -3, \"segments\": [[\"text\", 5]]}\n", "line 2", "'id'", {"-3"}},
+      {ok + "{\"id\": \"a\", \"segments\": [[\"text\", 5]]}\n", "line 2", "'id'", {"\"a\""}},
+      {ok + "{\"id\": 2, \"rank\": 4, \"segments\": [[\"text\", 5]]}\n",
+       "line 2",
+       "'rank'",
+       {"rank 4", ">= rank count 4"}},
+      {ok + "{\"id\": 2, \"rank\": -1, \"segments\": [[\"text\", 5]]}\n", "line 2", "'rank'", {"-1"}},
+      {ok + "{\"id\": 2, \"rank\": 1.0, \"segments\": [[\"text\", 5]]}\n", "line 2", "'rank'", {"1.0"}},
+      {ok + "{\"id\": 2, \"group\": -2, \"segments\": [[\"text\", 5]]}\n", "line 2", "'group'", {"-2"}},
+      {ok + "{\"id\": 2, \"group\": \"g\", \"segments\": [[\"text\", 5]]}\n", "line 2", "'group'", {"\"g\""}},
+      {ok + "{\"id\": 2, \"group\": 0.5, \"segments\": [[\"text\", 5]]}\n", "line 2", "'group'", {"0.5"}},
+  };
+  for (const bad_case& c : cases) {
+    INFO("input: " << c.text);
+    const std::string msg = error_of(c.text, 4);
+    INFO("message: " << msg);
+    CHECK(msg.find("data.jsonl") != std::string::npos);
+    CHECK(msg.find(c.line) != std::string::npos);
+    if (!c.field.empty()) CHECK(msg.find("field " + c.field) != std::string::npos);
+    for (const std::string& word : c.naming) CHECK(msg.find(word) != std::string::npos);
+  }
+  // A rank beyond the count with ranks given; accepted without a count.
+  CHECK(error_of("{\"rank\": 7, \"segments\": [[\"text\", 5]]}\n", 7).find("rank 7") != std::string::npos);
+  CHECK_NOTHROW(read("{\"rank\": 7, \"segments\": [[\"text\", 5]]}\n", 0));
+}
+
+TEST_CASE("jsonl: an empty input is an error", "[workload][jsonl]") {
+  for (const std::string text : {"", "\n", "  \n\t\n\r\n"}) {
+    const std::string msg = error_of(text);
+    CHECK(msg.find("data.jsonl") != std::string::npos);
+    CHECK(msg.find("empty") != std::string::npos);
+  }
+}
+
+TEST_CASE("jsonl: files", "[workload][jsonl]") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / ("mmbal_jsonl_test_" + std::to_string(::getpid()) + ".jsonl")).string();
+  const mmbal::workload w = random_workload(42, 5);
+  {
+    std::ofstream out(path, std::ios::binary);
+    mmbal::write_jsonl(out, w);
+  }
+  CHECK(mmbal::read_jsonl_file(path, 5) == w);
+  std::remove(path.c_str());
+  try {
+    (void)mmbal::read_jsonl_file(path, 5);
+    FAIL("missing file accepted");
+  } catch (const mmbal::invalid_input& e) {
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+  }
+}
+
+TEST_CASE("jsonl: the writer rejects a modality id without a name", "[workload][jsonl]") {
+  mmbal::workload w;
+  w.samples.push_back({0, 0, std::nullopt, {{3, 1, 1}}});
+  std::ostringstream out;
+  CHECK_THROWS_AS(mmbal::write_jsonl(out, w), mmbal::invalid_input);
+}
