@@ -21,6 +21,7 @@
 #include <mmbal/transport/concepts.hpp>
 #include <mmbal/transport/plan_copies.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>

@@ -30,6 +30,13 @@
 #include <mmbal/transport/concepts.hpp>
 #include <mmbal/transport/plan_copies.hpp>
 
+// Only the C API is used: skip the deprecated MPI C++ bindings (they warn under -Wextra).
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <climits>
