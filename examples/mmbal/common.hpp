@@ -43,8 +43,8 @@ inline void print_load_table(const std::vector<double>& before, const std::vecto
   std::cout << std::setw(6) << "rank" << std::setw(18) << "load before" << std::setw(18) << "load after" << '\n';
   const std::size_t shown = before.size() <= 64 ? before.size() : 16;
   for (std::size_t r = 0; r < shown; ++r)
-    std::cout << std::setw(6) << r << std::setw(18) << std::setprecision(6) << before[r] << std::setw(18)
-              << after[r] << '\n';
+    std::cout << std::setw(6) << r << std::setw(18) << std::setprecision(6) << before[r] << std::setw(18) << after[r]
+              << '\n';
   if (shown < before.size()) std::cout << "   ... (" << before.size() - shown << " more ranks)\n";
 }
 

@@ -1,0 +1,138 @@
+// `mmbal balance`: balance one phase of a workload file over D ranks (DESIGN.md §6).
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/cost/spec.hpp>
+#include <mmbal/workload/jsonl.hpp>
+
+#include "common.hpp"
+#include "tool.hpp"
+
+#include <charconv>
+#include <memory>
+
+namespace {
+
+struct balance_options {
+  std::string input;
+  std::uint32_t ranks = 0;
+  std::uint32_t ranks_per_node = 0;
+  std::string phase = "llm";
+  std::string cost = "tokens";
+  std::string algorithm = "lpt";
+  std::string count_cap;
+  double capacity = -1;
+  std::uint64_t bytes_per_token = 1;
+  bool emit_assignment = false;
+  bool json = false;
+};
+
+mmbal::balance::count_cap parse_count_cap(const std::string& text, mmbal::rank_t ranks) {
+  using mode = mmbal::balance::count_cap::mode;
+  if (text.empty()) return {};
+  if (text == "equal") return {mode::equal, 0};
+  std::uint32_t cap = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cap);
+  if (ec != std::errc{} || end != text.data() + text.size() || cap == 0)
+    mmbal::detail::throw_invalid("--count-cap: '", text, "' is neither 'equal' nor a positive integer");
+  (void)ranks;
+  return {mode::fixed, cap};
+}
+
+int run_balance(const balance_options& o) {
+  using namespace mmbal;
+  if (o.ranks == 0) detail::throw_invalid("--ranks: must be > 0");
+  const workload w = read_jsonl_file(o.input, o.ranks);
+  const phase_items items = phase_items_of(w, o.phase);
+  const cost::any_cost cost_fn = cost::parse_cost(o.cost);
+  const balance::algorithm_spec algorithm = balance::parse_algorithm(o.algorithm);
+  const std::vector<std::uint64_t> bytes = tool::item_bytes(items, o.bytes_per_token);
+  const std::vector<std::uint64_t> groups = tool::item_groups(items);
+
+  balance::problem p;
+  p.weights = items.weights;
+  p.bins = o.ranks;
+  p.origin = items.origin;
+  p.bytes = bytes;
+  p.ranks_per_node = o.ranks_per_node;
+  p.limits.counts = parse_count_cap(o.count_cap, o.ranks);
+  if (o.capacity >= 0) p.limits.capacity = o.capacity;
+  p.limits.groups = groups;
+
+  assignment plan;
+  const double us = tool::elapsed_us([&] { plan = balance::solve(algorithm, cost_fn, p); });
+
+  const partition before{o.ranks, items.origin};
+  const auto [loads_before, loads_after, lower] = std::visit(
+      [&](const auto& c) {
+        const double lb = p.limits.counts.kind == balance::count_cap::mode::equal
+                              ? equal_count_lower_bound(p.weights, p.bins, c)
+                              : lower_bound(p.weights, p.bins, c);
+        return std::tuple{bin_loads(before, p.weights, c), bin_loads(plan, p.weights, c), lb};
+      },
+      cost_fn);
+  const traffic moved = placement_traffic(items.origin, plan.to_partition(), bytes, o.ranks_per_node);
+  const load_summary sb = summarize_loads(loads_before), sa = summarize_loads(loads_after);
+
+  if (o.json) {
+    nlohmann::json j;
+    j["ranks"] = o.ranks;
+    j["items"] = items.size();
+    j["phase"] = o.phase;
+    j["algorithm"] = balance::to_spec(algorithm);
+    j["cost"] = cost::to_spec(cost_fn);
+    j["loads_before"] = loads_before;
+    j["loads_after"] = loads_after;
+    j["max_before"] = sb.max;
+    j["max_after"] = sa.max;
+    j["mean"] = sa.mean;
+    j["lower_bound"] = lower;
+    j["moved_items"] = moved.moved_items;
+    j["moved_bytes"] = moved.moved_bytes;
+    j["inter_node_bytes"] = moved.inter_node_bytes;
+    j["elapsed_us"] = us;
+    if (o.emit_assignment) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const location& l : plan.where) a.push_back({l.rank, l.slot});
+      j["assignment"] = std::move(a);
+    }
+    tool::print_json(j);
+    return 0;
+  }
+  std::cout << "phase " << o.phase << ": " << items.size() << " items on " << o.ranks << " ranks, cost "
+            << cost::to_spec(cost_fn) << ", algorithm " << balance::to_spec(algorithm) << "\n";
+  tool::print_load_table(loads_before, loads_after);
+  std::cout << "max/mean before " << sb.max_over_mean << ", after " << sa.max_over_mean << "; max/lower bound "
+            << (lower > 0 ? sa.max / lower : 1.0) << "\n"
+            << "moved " << moved.moved_items << " items, " << moved.moved_bytes << " bytes (" << moved.inter_node_bytes
+            << " inter-node); planning " << us << " us\n";
+  return 0;
+}
+
+const bool registered = mmbal::tool::register_command(20, [](CLI::App& app) -> std::function<int()> {
+  auto o = std::make_shared<balance_options>();
+  auto* sub = app.add_subcommand("balance", "Balance one phase of a workload over D ranks");
+  sub->add_option("--input", o->input, "Workload file (JSON Lines, DESIGN.md §6)")->required();
+  sub->add_option("--ranks", o->ranks, "Number of data-parallel ranks D")->required();
+  sub->add_option("--ranks-per-node", o->ranks_per_node,
+                  "Ranks per node C for inter-node traffic (node = rank / C); default: one node");
+  sub->add_option("--phase", o->phase, "llm (items = samples) or a modality (items = its segments)")
+      ->capture_default_str();
+  sub->add_option("--cost", o->cost,
+                  "Cost spec: tokens, padded, attention:alpha=..,beta=.., padded-attention:.., conv:lambda=.., "
+                  "fitted:x=..,y=..,z=.., flops:hidden=..,ffn=..,heads=..,kv_heads=..,layers=..")
+      ->capture_default_str();
+  sub->add_option("--algorithm", o->algorithm,
+                  "Algorithm spec: lpt, greedy-ascending, padded, tolerance:v=.., conv, kk, migrate:eps=.., "
+                  "optionally followed by +refine")
+      ->capture_default_str();
+  sub->add_option("--count-cap", o->count_cap, "Per-rank item counts: 'equal' (±1) or a maximum N");
+  sub->add_option("--capacity", o->capacity, "Hard per-rank cost cap (in cost units)");
+  sub->add_option("--bytes-per-token", o->bytes_per_token,
+                  "Bytes per token (item bytes = LLM tokens, or encoder length, × this)")
+      ->capture_default_str();
+  sub->add_flag("--emit-assignment", o->emit_assignment, "With --json: add [rank, slot] per item in input order");
+  sub->add_flag("--json", o->json, "Print one JSON object");
+  return [o] { return run_balance(*o); };
+});
+
+}  // namespace
