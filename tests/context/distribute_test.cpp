@@ -213,6 +213,28 @@ TEST_CASE("LPT: heap path (G > 32) equals the linear scan's choices", "[context]
   }
 }
 
+TEST_CASE("LPT: radix-sorted order equals a comparison sort's (desc workload, asc index)", "[context]") {
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    rng_engine g = make_rng(seed, 8);
+    const auto n = static_cast<std::size_t>(uniform_int(g, 1000, 9000));
+    const std::uint64_t range = seed % 3 == 0 ? 20 : seed % 3 == 1 ? 1u << 20 : UINT64_MAX / 4;
+    std::vector<std::uint64_t> w(n);
+    for (auto& x : w) x = uniform_below(g, range);
+    const auto out = lpt_distributor{}(w, 8);
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return w[a] > w[b]; });
+    std::vector<std::uint64_t> load(8, 0);
+    bool same = true;
+    for (std::size_t i : order) {
+      const auto r = static_cast<rank_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      same = same && out[i] == r;
+      load[r] += w[i];
+    }
+    REQUIRE(same);
+  }
+}
+
 TEST_CASE("distribution rejects bad input", "[context]") {
   using Catch::Matchers::Contains;
   const std::vector<std::uint64_t> w(4, 1);

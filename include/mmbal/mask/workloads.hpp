@@ -99,12 +99,14 @@ struct document_patterns {
   return out;
 }
 
-/// Per-token workloads: entry t is the number of keys query t attends (a row sum of the
-/// mask; at most T, so it fits 32 bits). O(runs · P + T); the mask is never materialized.
-/// @see Cornstarch §4.3.2 (W_i); `workload_runs`.
-[[nodiscard]] inline std::vector<std::uint32_t> token_workloads(const bitfield_mask& mask) {
-  std::vector<std::uint32_t> out(mask.size());
-  for (const workload_run& w : workload_runs(mask)) {
+/// Writes per-token workloads from per-run workloads (`workload_runs`) into `out`, whose
+/// size is the mask's T (a caller-owned buffer, reusable across steps). O(T).
+/// @throws invalid_input if a run reaches past `out.size()`.
+inline void fill_token_workloads(std::span<const workload_run> runs, std::span<std::uint32_t> out) {
+  for (const workload_run& w : runs) {
+    if (std::uint64_t{w.begin} + w.length > out.size())
+      detail::throw_invalid("token_workloads: run [", w.begin, ", ", std::uint64_t{w.begin} + w.length,
+                            ") exceeds T = ", out.size());
     std::uint32_t* o = out.data() + w.begin;
     if (w.step == 0) {
       std::fill_n(o, w.length, w.first);
@@ -112,7 +114,21 @@ struct document_patterns {
       for (std::uint32_t j = 0; j < w.length; ++j) o[j] = w.first + j;
     }
   }
+}
+
+/// Per-token workloads from per-run workloads (`workload_runs`) of a T-token mask. O(T).
+[[nodiscard]] inline std::vector<std::uint32_t> token_workloads(std::span<const workload_run> runs,
+                                                                std::uint64_t tokens) {
+  std::vector<std::uint32_t> out(tokens);
+  fill_token_workloads(runs, out);
   return out;
+}
+
+/// Per-token workloads: entry t is the number of keys query t attends (a row sum of the
+/// mask; at most T, so it fits 32 bits). O(runs · P + T); the mask is never materialized.
+/// @see Cornstarch §4.3.2 (W_i); `workload_runs`.
+[[nodiscard]] inline std::vector<std::uint32_t> token_workloads(const bitfield_mask& mask) {
+  return token_workloads(workload_runs(mask), mask.size());
 }
 
 /// Number of blocks of `block` tokens covering T tokens (the last one may be shorter).
@@ -154,7 +170,12 @@ struct document_patterns {
 [[nodiscard]] inline std::vector<std::uint64_t> block_workloads(std::span<const std::uint32_t> token_workloads,
                                                                 std::uint32_t block = 128) {
   std::vector<std::uint64_t> out(block_count(token_workloads.size(), block), 0);
-  for (std::size_t t = 0; t < token_workloads.size(); ++t) out[t / block] += token_workloads[t];
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    const std::size_t end = std::min(token_workloads.size(), (b + 1) * std::size_t{block});
+    std::uint64_t s = 0;
+    for (std::size_t t = b * block; t < end; ++t) s += token_workloads[t];
+    out[b] = s;
+  }
   return out;
 }
 
