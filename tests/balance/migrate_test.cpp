@@ -1,0 +1,242 @@
+// Tests of balance/migrate.hpp: only overloaded ranks give items away, the target is reached,
+// bytes are accounted as recomputed here, same-node destinations are preferred, determinism.
+#include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+using namespace mmbal;
+using balance::migrate;
+using balance::migrate_options;
+using balance::problem;
+
+namespace {
+
+template <class C>
+std::vector<double> origin_loads(const problem& p, const C& cost) {
+  return bin_loads(partition{p.bins, std::vector<rank_t>(p.origin.begin(), p.origin.end())}, p.weights, cost);
+}
+
+template <class C>
+double lpt_max(const problem& p, const C& cost) {
+  const auto l = bin_loads(balance::lpt{}(p.weights, p.bins, cost, p.limits), p.weights, cost);
+  return *std::max_element(l.begin(), l.end());
+}
+
+struct instance {
+  std::vector<length_t> w;
+  std::vector<rank_t> origin;
+  std::vector<std::uint64_t> bytes;
+  problem p;
+};
+
+instance random_instance(std::uint64_t seed, std::size_t per_bin_lo, std::size_t per_bin_hi, bool with_bytes) {
+  auto g = make_rng(seed, 21);
+  instance in;
+  const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 24));
+  const std::size_t n = bins * (per_bin_lo + uniform_below(g, per_bin_hi - per_bin_lo + 1));
+  in.w.resize(n);
+  for (auto& x : in.w) x = static_cast<length_t>(std::round(lognormal(g, 800, 0.6)));
+  in.origin.resize(n);
+  for (auto& r : in.origin) r = static_cast<rank_t>(uniform_below(g, bins));
+  if (with_bytes) {
+    in.bytes.resize(n);
+    for (std::size_t i = 0; i < n; ++i) in.bytes[i] = in.w[i] * (1 + uniform_below(g, 4));
+  }
+  in.p.weights = in.w;
+  in.p.bins = bins;
+  in.p.origin = in.origin;
+  in.p.bytes = in.bytes;
+  in.p.ranks_per_node = static_cast<rank_t>(uniform_below(g, 5));  // 0 = one node
+  return in;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("migrate: only overloaded ranks give, the target is reached, bytes add up", "", cost::tokens,
+                   cost::padded) {
+  TestType cost{};
+  std::size_t checked = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    instance in = random_instance(seed, 16, 40, seed % 2 == 1);
+    const problem& p = in.p;
+    const double eps = std::array<double, 4>{0.0, 0.005, 0.01, 0.05}[seed % 4];
+    const auto r = migrate(p, cost, migrate_options{eps});
+    INFO("seed " << seed << " bins " << p.bins << " items " << p.weights.size());
+    REQUIRE_NOTHROW(r.placement.validate());
+    REQUIRE(r.placement.size() == p.weights.size());
+    const double m = lpt_max(p, cost);
+    CHECK(r.target_max == m * (1 + eps));
+    const auto before = origin_loads(p, cost);
+    const auto after = bin_loads(r.placement, p.weights, cost);
+    // Never moves an item off a rank that is not overloaded.
+    std::uint64_t items = 0, bytes = 0, inter = 0;
+    for (std::size_t i = 0; i < p.weights.size(); ++i) {
+      const rank_t from = p.origin[i], to = r.placement.where[i].rank;
+      if (from == to) continue;
+      REQUIRE(before[from] > r.target_max);
+      ++items;
+      const std::uint64_t b = p.bytes.empty() ? p.weights[i] : p.bytes[i];
+      bytes += b;
+      if (p.ranks_per_node != 0 && from / p.ranks_per_node != to / p.ranks_per_node) inter += b;
+    }
+    CHECK(r.moved_items == items);
+    CHECK(r.moved_bytes == bytes);
+    CHECK(r.inter_node_bytes == inter);
+    if constexpr (std::is_same_v<TestType, cost::tokens>) {
+      // Additive cost, >= 16 items per rank, eps >= 0.5 %, no item above a quarter of the target:
+      // the target is reached. (Otherwise it can be infeasible: ranks that are not overloaded
+      // keep all their items, so a large unit may fit nowhere below the target — e.g. two units
+      // above T/2 on one overloaded rank while every other rank is above T minus either.)
+      const double biggest = *std::max_element(p.weights.begin(), p.weights.end());
+      if (eps > 0 && biggest <= r.target_max / 4) {
+        ++checked;
+        CHECK(*std::max_element(after.begin(), after.end()) <= r.target_max);
+      }
+    } else {
+      // Padded cost: no rank ends above the larger of the target and its own old load.
+      CHECK(*std::max_element(after.begin(), after.end()) <=
+            std::max(r.target_max, *std::max_element(before.begin(), before.end())));
+    }
+  }
+  if constexpr (std::is_same_v<TestType, cost::tokens>) CHECK(checked >= 100);  // the target check is not vacuous
+}
+
+TEST_CASE("migrate: a large epsilon moves nothing and keeps the current order") {
+  for (std::uint64_t seed = 0; seed < 30; ++seed) {
+    instance in = random_instance(seed, 2, 10, false);
+    for (double eps : {1e9, std::numeric_limits<double>::infinity()}) {
+      const auto r = migrate(in.p, cost::tokens{}, migrate_options{eps});
+      CHECK(r.moved_items == 0);
+      CHECK(r.moved_bytes == 0);
+      CHECK(r.inter_node_bytes == 0);
+      const partition cur{in.p.bins, in.origin};
+      CHECK(r.placement == assignment::from_partition(cur));
+    }
+  }
+}
+
+TEST_CASE("migrate: two small items leave instead of one large one") {
+  // Rank 0 = {100, 6, 5} = 111, rank 1 = {91}: lpt reaches 100 | 102, so with ε = 0 the
+  // target is 102 and rank 0 must shed 9: moving 6 + 5 (11 bytes) beats moving 100.
+  const std::vector<length_t> w{100, 6, 5, 91};
+  const std::vector<rank_t> origin{0, 0, 0, 1};
+  problem p{w, 2, {}, origin, {}, 0};
+  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  CHECK(r.target_max == 102.0);
+  CHECK(r.moved_items == 2);
+  CHECK(r.moved_bytes == 11);
+  // Staying items keep their order; arrivals are appended largest first.
+  CHECK(r.placement == assignment{2, {{0, 0}, {1, 1}, {1, 2}, {1, 0}}});
+}
+
+TEST_CASE("migrate: bytes, not cost, decide which item leaves") {
+  // Rank 0 holds two items of weight 10; the second one is 100x cheaper to send.
+  const std::vector<length_t> w{10, 10, 1, 1};
+  const std::vector<std::uint64_t> bytes{1000, 10, 1, 1};
+  const std::vector<rank_t> origin{0, 0, 1, 1};
+  problem p{w, 2, {}, origin, bytes, 0};
+  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  CHECK(r.placement.where[0].rank == 0);
+  CHECK(r.placement.where[1].rank == 1);
+  CHECK(r.moved_bytes == 10);
+}
+
+TEST_CASE("migrate: a same-node destination wins over an equally loaded remote one") {
+  // 2 ranks per node: nodes {0, 1} and {2, 3}. Rank 3 is overloaded; ranks 0 and 2 are equally
+  // loaded (rank 0 has the smaller index), rank 1 is full. The item must go to rank 2.
+  const std::vector<length_t> w{10, 14, 10, 4, 8, 8};
+  const std::vector<rank_t> origin{0, 1, 2, 3, 3, 3};
+  problem p{w, 4, {}, origin, {}, 2};
+  // Loads 10 | 14 | 10 | 20. lpt places 14, 10, 10, 8 on the four ranks, the second 8 on the
+  // least loaded (8 -> 16) and the 4 on a 10: max 16. With eps = 0 rank 3 sheds exactly the 4;
+  // rank 0 and rank 2 both end at 14.
+  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  REQUIRE(r.target_max == 16.0);
+  REQUIRE(r.moved_items == 1);
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (r.placement.where[i].rank != origin[i]) moved = i;
+  CHECK(origin[moved] == 3);
+  CHECK(r.placement.where[moved].rank == 2);
+  CHECK(r.inter_node_bytes == 0);
+  // With one node everything is local: the least loaded rank with the smaller index wins.
+  p.ranks_per_node = 0;
+  const auto flat = migrate(p, cost::tokens{}, migrate_options{0.0});
+  CHECK(flat.placement.where[moved].rank == 0);
+}
+
+TEST_CASE("migrate: groups move as one unit") {
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    auto g = make_rng(seed, 22);
+    const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, 8));
+    const std::size_t n = bins * 20;
+    std::vector<length_t> w(n);
+    std::vector<std::uint64_t> groups(n);
+    std::vector<rank_t> origin(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      w[i] = static_cast<length_t>(1 + uniform_below(g, 500));
+      groups[i] = i / 3;  // groups of 3 consecutive items
+    }
+    for (std::size_t i = 0; i < n; i += 3) {
+      const rank_t r = static_cast<rank_t>(uniform_below(g, bins));
+      for (std::size_t j = i; j < std::min(n, i + 3); ++j) origin[j] = r;
+    }
+    problem p{w, bins, {}, origin, {}, 0};
+    p.limits.groups = groups;
+    const auto r = migrate(p, cost::tokens{}, migrate_options{0.01});
+    for (std::size_t i = 0; i < n; ++i) CHECK(r.placement.where[i].rank == r.placement.where[i / 3 * 3].rank);
+  }
+}
+
+TEST_CASE("migrate: deterministic") {
+  instance in = random_instance(7, 16, 30, true);
+  const auto a = migrate(in.p, cost::tokens{}, migrate_options{});
+  const auto b = migrate(in.p, cost::tokens{}, migrate_options{});
+  CHECK(a.placement == b.placement);
+  CHECK(a.moved_bytes == b.moved_bytes);
+}
+
+TEST_CASE("migrate: bad input") {
+  const std::vector<length_t> w{1, 2, 3};
+  const std::vector<rank_t> origin{0, 1, 0};
+  problem p{w, 2, {}, origin, {}, 0};
+  CHECK_THROWS_AS(migrate(p, cost::tokens{}, migrate_options{-0.1}), invalid_input);
+  CHECK_THROWS_AS(migrate(p, cost::tokens{}, migrate_options{std::nan("")}), invalid_input);
+  problem short_origin = p;
+  short_origin.origin = std::span<const rank_t>(origin.data(), 2);
+  CHECK_THROWS_AS(migrate(short_origin, cost::tokens{}, migrate_options{}), invalid_input);
+  const std::vector<rank_t> bad_rank{0, 2, 0};
+  problem out_of_range = p;
+  out_of_range.origin = bad_rank;
+  CHECK_THROWS_AS(migrate(out_of_range, cost::tokens{}, migrate_options{}), invalid_input);
+  const std::vector<std::uint64_t> bytes{1, 2};
+  problem short_bytes = p;
+  short_bytes.bytes = bytes;
+  CHECK_THROWS_AS(migrate(short_bytes, cost::tokens{}, migrate_options{}), invalid_input);
+  problem capped = p;
+  capped.limits.counts.kind = balance::count_cap::mode::equal;
+  CHECK_THROWS_AS(migrate(capped, cost::tokens{}, migrate_options{}), invalid_input);
+  const std::vector<std::uint64_t> groups{5, 5, 6};  // items 0 and 1 share a group on ranks 0 and 1
+  problem split = p;
+  split.limits.groups = groups;
+  CHECK_THROWS_AS(migrate(split, cost::tokens{}, migrate_options{}), invalid_input);
+  problem zero_bins = p;
+  zero_bins.bins = 0;
+  CHECK_THROWS_AS(migrate(zero_bins, cost::tokens{}, migrate_options{}), invalid_input);
+  const problem empty{{}, 3, {}, {}, {}, 0};
+  const auto r = migrate(empty, cost::tokens{}, migrate_options{});
+  CHECK(r.placement.size() == 0);
+  CHECK(r.moved_items == 0);
+}
