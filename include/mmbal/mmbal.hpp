@@ -3,6 +3,9 @@
 /// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
 
 #include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/micro_batches.hpp>
+#include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/refine.hpp>
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>

@@ -1,0 +1,114 @@
+// migrate vs lpt on data whose current placement is random (DESIGN.md §7: max within 0.5 % of
+// lpt's while moving <= 25 % of the bytes lpt moves). Same-run baseline: lpt from scratch.
+#include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/workload/generators.hpp>
+#include <mmbal/workload/length_data.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace {
+
+using namespace mmbal;
+
+/// LLM phase of a generated workload with a random current placement; bytes = 2 per token
+/// (bf16 token ids / embeddings scale with tokens).
+struct dataset {
+  std::vector<length_t> weights;
+  std::vector<rank_t> origin;
+  std::vector<std::uint64_t> bytes;
+};
+
+const dataset& data(family f, rank_t d, std::uint64_t per_bin) {
+  static std::map<std::tuple<int, rank_t, std::uint64_t>, dataset> cache;
+  auto& slot = cache[{static_cast<int>(f), d, per_bin}];
+  if (slot.weights.empty()) {
+    generator_options o;
+    o.samples = std::uint64_t{d} * per_bin;
+    o.ranks = d;
+    o.seed = 2026;
+    slot.weights = llm_phase_items(generate(f, o, default_length_data())).weights;
+    rng_engine g = make_rng(2026, 77);
+    slot.origin.resize(slot.weights.size());
+    for (auto& r : slot.origin) r = static_cast<rank_t>(uniform_below(g, d));
+    slot.bytes.resize(slot.weights.size());
+    for (std::size_t i = 0; i < slot.weights.size(); ++i) slot.bytes[i] = 2ull * slot.weights[i];
+  }
+  return slot;
+}
+
+double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+
+constexpr rank_t ranks_per_node = 8;
+
+// args: family, d, items per bin, epsilon in units of 1e-4
+void BM_migrate(benchmark::State& state) {
+  const auto f = static_cast<family>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  const dataset& ds = data(f, d, static_cast<std::uint64_t>(state.range(2)));
+  const double eps = static_cast<double>(state.range(3)) * 1e-4;
+  const balance::problem p{ds.weights, d, {}, ds.origin, ds.bytes, ranks_per_node};
+  balance::migrate_result r;
+  for (auto _ : state) {
+    r = balance::migrate(p, cost::tokens{}, balance::migrate_options{eps});
+    benchmark::DoNotOptimize(r);
+  }
+  // Same-run baseline: lpt from scratch, its max and the bytes it moves from the same origin.
+  const assignment base = balance::lpt{}(ds.weights, d, cost::tokens{});
+  const traffic lt = placement_traffic(ds.origin, base.to_partition(), ds.bytes, ranks_per_node);
+  const double lpt_max = max_of(bin_loads(base, ds.weights, cost::tokens{}));
+  const double mig_max = max_of(bin_loads(r.placement, ds.weights, cost::tokens{}));
+  const double before = max_of(bin_loads(partition{d, ds.origin}, ds.weights, cost::tokens{}));
+  state.counters["max_over_lpt"] = mig_max / lpt_max;
+  state.counters["bytes_over_lpt"] = static_cast<double>(r.moved_bytes) / static_cast<double>(lt.moved_bytes);
+  state.counters["inter_node_share"] =
+      r.moved_bytes == 0 ? 0.0 : static_cast<double>(r.inter_node_bytes) / static_cast<double>(r.moved_bytes);
+  state.counters["lpt_inter_node_share"] =
+      static_cast<double>(lt.inter_node_bytes) / static_cast<double>(lt.moved_bytes);
+  state.counters["items_moved_share"] = static_cast<double>(r.moved_items) / static_cast<double>(ds.weights.size());
+  state.counters["max_before_over_lpt"] = before / lpt_max;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * ds.weights.size()));
+}
+
+// Baseline: lpt from scratch on the same items (what migrate is compared with).
+void BM_lpt_baseline(benchmark::State& state) {
+  const auto f = static_cast<family>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  const dataset& ds = data(f, d, static_cast<std::uint64_t>(state.range(2)));
+  for (auto _ : state) benchmark::DoNotOptimize(balance::lpt{}(ds.weights, d, cost::tokens{}));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * ds.weights.size()));
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  const int omni = static_cast<int>(family::omni);
+  for (int d : {64, 512, 2560})
+    for (int per : {16, 60})
+      for (int eps : {10, 50}) b->Args({omni, d, per, eps});
+  b->Args({static_cast<int>(family::internvl), 512, 60, 10});
+  b->Args({static_cast<int>(family::audio), 512, 60, 10});
+  b->Args({static_cast<int>(family::llava), 512, 60, 10});
+  b->Unit(benchmark::kMillisecond);
+}
+
+void base_args(benchmark::internal::Benchmark* b) {
+  const int omni = static_cast<int>(family::omni);
+  for (int d : {64, 512, 2560}) b->Args({omni, d, 60});
+  b->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+BENCHMARK(BM_lpt_baseline)->Apply(base_args);
+BENCHMARK(BM_migrate)->Apply(args);
+
+BENCHMARK_MAIN();
