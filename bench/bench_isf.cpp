@@ -105,6 +105,7 @@ void BM_isf_1_27M(benchmark::State& state) {
   state.counters["groups"] = static_cast<double>(r.groups.size());
   state.counters["leftover"] = r.stats.leftover_samples;
   state.counters["final_groups"] = r.stats.final_groups;
+  state.counters["singletons"] = static_cast<double>(r.singletons.size());
   state.counters["qv"] = static_cast<double>(r.stats.thresholds.qv);
   state.counters["qt"] = static_cast<double>(r.stats.thresholds.qt);
   set_quality(state, evaluate_grouping(r.groups, d.v, d.t, 8), "");
@@ -141,12 +142,14 @@ void BM_sort_1_27M(benchmark::State& state) {
 BENCHMARK(BM_sort_1_27M)->Unit(benchmark::kMillisecond);
 
 // OmniBal Table 3 on the shipped real rows (30,730 samples), 8 devices per step:
-// ISF (derive_thresholds for target batch = range(0); 0 = the paper's longest-sample rule)
-// with its quality counters, against random batches of the nearest integer size.
+// ISF (derive_thresholds for target batch = range(0); 0 = the paper's longest-sample rule;
+// range(1) = sort_tail) with its quality counters, against random batches of the nearest
+// integer size.
 void BM_table3_real(benchmark::State& state) {
   const dataset& d = real_rows();
   const double target = static_cast<double>(state.range(0));
-  const isf_options o = options_for(d, target, 1);
+  isf_options o = options_for(d, target, 1);
+  o.sort_tail = state.range(1) != 0;
   isf_result r;
   for (auto _ : state) {
     r = isf(d.v, d.t, o);
@@ -160,7 +163,10 @@ void BM_table3_real(benchmark::State& state) {
   state.counters["qt"] = static_cast<double>(o.qt);
   state.counters["singletons"] = static_cast<double>(r.singletons.size());
 }
-BENCHMARK(BM_table3_real)->Arg(0)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_table3_real)
+    ->ArgNames({"target", "sorted_tail"})
+    ->ArgsProduct({{0, 4, 8}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 // The threshold search (7 × 7 grid, T = 10) on the real rows for target batch 4.
 void BM_search_thresholds_real(benchmark::State& state) {

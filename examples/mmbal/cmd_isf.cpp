@@ -28,6 +28,7 @@ struct isf_state {
   std::uint64_t seed = 0;
   std::string oversize = "auto";
   bool drop_unfilled = false;
+  bool draw_order = false;
   bool json = false;
   bool emit_groups = false;
   bool qv_given = false, qt_given = false;
@@ -95,12 +96,14 @@ int run_isf(const isf_state& s) {
   o.seed = s.seed;
   o.oversize = oversize;
   o.drop_unfilled = s.drop_unfilled;
+  o.sort_tail = !s.draw_order;
   isf_result r;
   const double elapsed = mmbal::tool::elapsed_us([&] {
     if (s.automatic) {
       threshold_search_options so;
       so.iterations = s.iterations;
       so.seed = s.seed;
+      so.sort_tail = !s.draw_order;
       const threshold_search_result best = search_thresholds(x.vision, x.text, s.ranks, s.target_batch, so);
       o.qv = best.thresholds.qv;
       o.qt = best.thresholds.qt;
@@ -197,6 +200,9 @@ const bool registered = mmbal::tool::register_command(40, [](CLI::App& app) -> s
                   "(counted); default auto = reject with explicit --qv/--qt, singleton with --auto");
   sub->add_flag("--drop-unfilled", state->drop_unfilled,
                 "drop (and count) final-pass groups that reach neither Qv' nor Qt' (default: keep them)");
+  sub->add_flag("--draw-order", state->draw_order,
+                "keep final-pass groups in draw order and singletons by index (default: both sorted by "
+                "descending load, so each step deals groups of similar size)");
   sub->add_flag("--json", state->json, "print one JSON object");
   sub->add_flag("--emit-groups", state->emit_groups, "with --json: group_members, the sample ids of every group");
   return [state, qv, qt] {

@@ -30,6 +30,44 @@ struct isf_record {
   length_t text;
 };
 
+/// Reorders groups [first, size) of `g` by descending Σt, then descending Σv, then ascending
+/// first member (a strict total order: groups are disjoint), rebuilding that part of the CSR.
+inline void sort_groups_by_load(sampling::grouping& g, std::size_t first, std::span<const length_t> vision,
+                                std::span<const length_t> text) {
+  struct key {
+    std::uint64_t t, v;
+    std::uint32_t first_member;
+    std::size_t group;
+  };
+  std::vector<key> keys;
+  keys.reserve(g.size() - first);
+  for (std::size_t k = first; k < g.size(); ++k) {
+    key x{0, 0, g.group(k).front(), k};
+    for (std::uint32_t i : g.group(k)) {
+      x.t += text[i];
+      x.v += vision[i];
+    }
+    keys.push_back(x);
+  }
+  std::sort(keys.begin(), keys.end(), [](const key& a, const key& b) {
+    if (a.t != b.t) return a.t > b.t;
+    if (a.v != b.v) return a.v > b.v;
+    return a.first_member < b.first_member;
+  });
+  const std::uint32_t base = g.offsets[first];
+  std::vector<std::uint32_t> members;
+  members.reserve(g.members.size() - base);
+  std::vector<std::uint32_t> offsets;
+  offsets.reserve(keys.size());
+  for (const key& x : keys) {
+    const auto m = g.group(x.group);
+    members.insert(members.end(), m.begin(), m.end());
+    offsets.push_back(base + static_cast<std::uint32_t>(members.size()));
+  }
+  std::copy(members.begin(), members.end(), g.members.begin() + base);
+  std::copy(offsets.begin(), offsets.end(), g.offsets.begin() + static_cast<std::ptrdiff_t>(first) + 1);
+}
+
 }  // namespace mmbal::detail
 
 namespace mmbal::sampling {
@@ -53,6 +91,10 @@ struct isf_options {
   std::uint64_t seed = 0;                  ///< shuffle seed; pass p uses `make_rng(seed, p)`
   oversize_policy oversize = oversize_policy::singleton;  ///< samples above a cap on their own
   bool drop_unfilled = false;  ///< drop (and count) final-pass groups that miss both targets; default keep
+  /// Order the final-pass groups, and separately the singletons, by descending Σt (then Σv,
+  /// then first member), so consecutive steps deal groups of similar load; default true.
+  /// false keeps draw order (final pass) and ascending index (singletons).
+  bool sort_tail = true;
 };
 
 /// The thresholds ISF actually used (defaults resolved).
@@ -77,8 +119,12 @@ struct isf_stats {
   std::uint32_t final_groups = 0;                 ///< groups formed by the final pass (kept ones)
 };
 
-/// ISF's output. `groups` holds, in this order: the groups kept by round 1, 2, …, T, the
-/// final-pass groups, then one group per oversize singleton (ascending sample index). Every
+/// ISF's output. `groups` holds, in this order: the groups kept by round 1, 2, …, T (each
+/// round's in draw order), the final-pass groups, then one group per oversize singleton; the
+/// last two blocks are each sorted by descending load with `sort_tail` (default; else draw
+/// order and ascending sample index). Dealing consecutive groups to the d devices of a step
+/// then pairs near-full groups with each other, and leftovers with leftovers of similar size.
+/// `singletons` lists the oversize samples in ascending index. Every
 /// sample index in [0, n) is in exactly one group, or in `dropped` (only with
 /// `oversize_policy::drop` or `drop_unfilled`).
 struct isf_result {
@@ -110,7 +156,8 @@ struct isf_result {
 /// Σv >= Qv' or Σt >= Qt' and take their samples out of the pool; the rest return to it.
 /// After T rounds (or once the pool is empty) a final pass (shuffle `make_rng(seed, T)`,
 /// sampling stage only) groups whatever remains, so no sample is lost; with `drop_unfilled`
-/// the final-pass groups that miss both targets are dropped instead and counted.
+/// the final-pass groups that miss both targets are dropped instead and counted. Oversize
+/// samples (v > Qv or t > Qt) never enter the pool (see `oversize_policy`).
 ///
 /// Guarantees: every group except oversize singletons has Σv <= Qv and Σt <= Qt; every group
 /// kept by a round also has Σv >= Qv' or Σt >= Qt'; every sample is in exactly one group or
@@ -188,6 +235,7 @@ struct isf_result {
     ++out.stats.iterations_run;
   }
   out.stats.leftover_samples = static_cast<std::uint32_t>(pool.size());
+  const std::size_t first_final = out.groups.size();
   if (!pool.empty()) {
     const auto final_keep = [&](std::uint64_t sum_v, std::uint64_t sum_t) {
       return !options.drop_unfilled || meets_target(sum_v, sum_t);
@@ -195,10 +243,16 @@ struct isf_result {
     const auto drop = [&](const detail::isf_record& r, std::size_t&) { out.dropped.push_back(r.index); };
     out.stats.final_groups = pass(options.iterations, final_keep, drop);
   }
+  if (options.sort_tail) {
+    // Sort the final-pass groups by size so that each step deals groups of similar load.
+    detail::sort_groups_by_load(out.groups, first_final, vision, text);
+  }
+  const std::size_t first_singleton = out.groups.size();
   for (std::uint32_t i : out.singletons) {
     out.groups.members.push_back(i);
     out.groups.close_group();
   }
+  if (options.sort_tail) detail::sort_groups_by_load(out.groups, first_singleton, vision, text);
   std::sort(out.dropped.begin(), out.dropped.end());
   return out;
 }
@@ -270,6 +324,7 @@ struct threshold_search_options {
   std::vector<double> qt_scales{0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5};   ///< Qt candidates = round(scale · Qt₀)
   std::vector<double> qv_scales{0.6, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};  ///< Qv candidates = round(scale · Qv₀)
   double batch_tolerance = 0.1;  ///< admissible |average batch − target| / target
+  bool sort_tail = true;         ///< `isf_options::sort_tail` of every ISF run
 };
 
 /// The chosen thresholds and how they did.
@@ -324,6 +379,7 @@ struct threshold_search_result {
       o.qv = scaled(base.qv, sv);
       o.iterations = options.iterations;
       o.seed = options.seed;
+      o.sort_tail = options.sort_tail;
       const isf_thresholds q = resolve_thresholds(o);
       if (std::find(seen.begin(), seen.end(), q) != seen.end()) continue;  // rounding made a duplicate
       seen.push_back(q);
