@@ -1,0 +1,88 @@
+#pragma once
+// Shared by `mmbal orchestrate` and `mmbal simulate`: the per-phase policy flags
+// (--cost-<phase>, --algorithm-<phase>) and the report printers.
+//
+// CLI11 needs every option declared before parsing, so the flags exist for the phases
+// `llm`, `image`, `audio` and `video`; a workload phase without flags (or any other modality)
+// runs with its default policy (`mmbal::orchestrate::default_policy`, or the caller's).
+
+#include <mmbal/orchestrate/orchestrator.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace mmbal::tool {
+
+/// The phases that get their own --cost-<phase> / --algorithm-<phase> flags.
+inline constexpr std::array<std::string_view, 4> flag_phases{"llm", "image", "audio", "video"};
+
+/// Spec strings given on the command line; empty = not given.
+struct phase_flags {
+  std::array<std::string, flag_phases.size()> cost;
+  std::array<std::string, flag_phases.size()> algorithm;
+
+  /// Declares --cost-<phase> and --algorithm-<phase> for every phase of `flag_phases`.
+  void add_to(CLI::App* sub, std::string_view defaults_note) {
+    for (std::size_t k = 0; k < flag_phases.size(); ++k) {
+      const std::string phase(flag_phases[k]);
+      sub->add_option("--cost-" + phase, cost[k],
+                      "cost spec of the " + phase +
+                          " phase (tokens, padded, attention:alpha=..,beta=.., "
+                          "padded-attention:.., conv:lambda=.., fitted:x=..,y=..,z=.., flops:...); " +
+                          std::string(defaults_note));
+      sub->add_option("--algorithm-" + phase, algorithm[k],
+                      "algorithm spec of the " + phase +
+                          " phase (lpt, greedy-ascending, padded, tolerance:v=.., conv, "
+                          "kk, migrate:eps=.., optionally +refine)");
+    }
+  }
+
+  /// Sets on `o` the policy of every phase for which a flag was given, starting from `base`
+  /// (the phase's default policy when a flag leaves the other half unset).
+  template <class BaseFn>
+  void apply(orchestrate::orchestrator& o, BaseFn&& base) const {
+    for (std::size_t k = 0; k < flag_phases.size(); ++k) {
+      const std::string phase(flag_phases[k]);
+      orchestrate::phase_policy p = base(phase);
+      try {
+        if (!cost[k].empty()) p.cost = cost::parse_cost(cost[k]);
+        if (!algorithm[k].empty()) p.algorithm = balance::parse_algorithm(algorithm[k]);
+      } catch (const invalid_input& e) {
+        detail::throw_invalid("--", cost[k].empty() ? "algorithm-" : "cost-", phase, ": ", e.what());
+      }
+      o.set_policy(phase, p);
+    }
+  }
+};
+
+/// A 64-bit fingerprint as 16 hexadecimal digits (JSON numbers above 2^53 lose digits in
+/// many parsers).
+inline std::string hex64(std::uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// Bytes in human units (B, KiB, MiB, GiB).
+inline std::string human_bytes(std::uint64_t b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(u == 0 ? 0 : 1) << v << ' ' << unit[u];
+  return out.str();
+}
+
+}  // namespace mmbal::tool

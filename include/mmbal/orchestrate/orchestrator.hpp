@@ -1,0 +1,372 @@
+#pragma once
+/// @file
+/// The multi-phase orchestrator (DESIGN.md §5.5): one balancing policy per phase (every
+/// encoder modality and the LLM), node-wise relabeling per phase, the composed encoder→LLM
+/// plans, the plan fingerprint, and a report per phase.
+/// @see OrchMLLM §6 (MLLM Global Orchestrator), §5.2 (Node-wise All-to-All Communicator), §8.
+
+#include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/cost/spec.hpp>
+#include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/rearrange/composition.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/rearrange/relabel.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace mmbal::orchestrate {
+
+/// Global settings of an orchestrator.
+///
+/// - `ranks`: data-parallel ranks d (> 0, required).
+/// - `ranks_per_node`: ranks per node c for inter-node traffic and relabeling; node of rank r
+///   is r / c, the last node may be partial; 0 = a single node (default 0).
+/// - `bytes_per_token`: bytes of one token of payload (> 0, default 1). Item bytes are
+///   token counts × this: LLM phase — the sample's LLM tokens (its whole interleaved
+///   sequence); encoder phase — the segment's encoder length (patches, frames: the encoder's
+///   input); composed encoder→LLM plan — the segment's LLM tokens (the encoder's output after
+///   its connector, one LLM token each).
+/// - `relabel`: run node-wise relabeling on every phase (default true); when false every
+///   phase keeps the partitioner's batch order (σ = identity).
+/// - `relabel_tuning`: options of `relabel_nodewise` (defaults).
+struct orchestrator_options {
+  rank_t ranks = 0;
+  rank_t ranks_per_node = 0;
+  std::uint64_t bytes_per_token = 1;
+  bool relabel = true;
+  relabel_options relabel_tuning{};
+};
+
+/// What one phase's balancing achieved (units: the phase's cost for loads, bytes for traffic).
+/// Traffic is that of the final (relabeled) forward plan, origin → balanced ranks; the
+/// backward plan moves the same amounts back.
+struct phase_report {
+  std::string name;                  ///< "llm" or the modality name
+  std::string cost;                  ///< canonical cost spec
+  std::string algorithm;             ///< canonical algorithm spec
+  std::uint64_t items = 0;           ///< samples (llm) or segments of the modality
+  std::vector<double> loads_before;  ///< per-rank cost at the origin placement
+  std::vector<double> loads_after;   ///< per-rank cost after balancing and relabeling
+  double max_before = 0;
+  double max_after = 0;
+  double mean_before = 0;
+  double mean = 0;         ///< mean of `loads_after` (differs from mean_before for non-additive costs)
+  double lower_bound = 0;  ///< `lower_bound` (or `equal_count_lower_bound` under equal counts)
+  std::uint64_t moved_items = 0;
+  std::uint64_t moved_bytes = 0;
+  std::uint64_t inter_node_bytes = 0;
+  std::uint64_t inter_node_max_identity = 0;   ///< max per-rank inter-node volume, σ = identity
+  std::uint64_t inter_node_max_relabeled = 0;  ///< the same with the chosen σ (≤ identity's)
+};
+
+/// One phase's plan and everything it was derived from.
+struct phase_plan {
+  std::string name;
+  phase_policy policy;
+  phase_items items;                      ///< the phase's items (`phase_items_of`)
+  std::vector<std::uint64_t> item_bytes;  ///< bytes per item (see `orchestrator_options`)
+  assignment balanced;                    ///< the partitioner's result: item → new batch (before σ)
+  relabeling relabel;                     ///< σ: batch → rank, and the inter-node maxima
+  rearrangement forward;                  ///< origin layout → balanced, relabeled layout
+  phase_report report;
+
+  /// The backward rearrangement (gradients or results back to the origin).
+  [[nodiscard]] rearrangement backward() const { return forward.inverse(); }
+};
+
+/// The plans that carry one encoder modality's outputs to the LLM ranks.
+struct composed_plan {
+  std::string modality;
+  encoder_to_llm_plans plans;             ///< composed, plus the two-hop reference
+  std::vector<std::uint64_t> item_bytes;  ///< per segment: LLM tokens × bytes_per_token
+  composition_traffic traffic;            ///< forward traffic, composed vs two hops
+};
+
+/// Everything one training step's data movement needs. Per-rank `alltoall_plan`s are not
+/// stored (d of them cost O(d²)); every rank builds its own with
+/// `make_alltoall_plan(phase.forward, phase.item_bytes, rank)` or from `composed[k].plans.composed`.
+struct orchestration {
+  rank_t ranks = 0;
+  rank_t ranks_per_node = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t bytes_per_token = 1;
+  std::vector<phase_plan> phases;       ///< encoder phases in modality order, then "llm" (last)
+  std::vector<composed_plan> composed;  ///< one per encoder phase, same order
+  std::uint64_t composed_bytes = 0;     ///< Σ over encoders of the composed plans' moved bytes
+  std::uint64_t two_hop_bytes = 0;      ///< Σ over encoders of back-to-origin + origin-to-LLM bytes
+  std::uint64_t composed_inter_node_bytes = 0;
+  std::uint64_t two_hop_inter_node_bytes = 0;
+  std::uint64_t fingerprint = 0;  ///< `plan_fingerprint` of this orchestration
+
+  /// The phase named `name`; throws `invalid_input` when absent.
+  [[nodiscard]] const phase_plan& phase(std::string_view name) const {
+    for (const phase_plan& p : phases)
+      if (p.name == name) return p;
+    detail::throw_invalid("orchestration: no phase '", name, "'");
+  }
+  /// The LLM phase (always present).
+  [[nodiscard]] const phase_plan& llm() const { return phases.back(); }
+};
+
+namespace detail {
+
+/// FNV-1a of a string, to fold names and specs into a fingerprint portably.
+[[nodiscard]] constexpr std::uint64_t hash_text(std::string_view s) noexcept {
+  std::uint64_t h = 14695981039346656037ull;
+  for (char ch : s) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// Group id per item (empty when no sample has a group); ungrouped items get ids of their own
+/// above 2^63 that no caller group can reach (larger caller groups are rejected).
+[[nodiscard]] inline std::vector<std::uint64_t> item_groups(const phase_items& items, std::string_view phase) {
+  bool any = false;
+  for (const auto& g : items.group) any = any || g.has_value();
+  if (!any) return {};
+  constexpr std::uint64_t own = std::uint64_t{1} << 63;
+  std::vector<std::uint64_t> groups(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items.group[i] && *items.group[i] >= own)
+      mmbal::detail::throw_invalid("phase '", phase, "': group ", *items.group[i], " of sample ", items.sample_of[i],
+                                   " is >= 2^63");
+    groups[i] = items.group[i] ? *items.group[i] : own + i;
+  }
+  return groups;
+}
+
+[[nodiscard]] inline std::uint64_t checked_bytes(std::uint64_t tokens, std::uint64_t bytes_per_token,
+                                                 std::string_view phase, std::size_t item) {
+  if (bytes_per_token != 0 && tokens > std::numeric_limits<std::uint64_t>::max() / bytes_per_token)
+    mmbal::detail::throw_invalid("phase '", phase, "': item ", item, " has ", tokens, " tokens x ", bytes_per_token,
+                                 " bytes per token, which exceeds 2^64 - 1");
+  return tokens * bytes_per_token;
+}
+
+}  // namespace detail
+
+/// The multi-phase orchestrator (OrchMLLM's MLLM Global Orchestrator).
+///
+/// For a workload (a gathered global batch), `plan` computes, in this order:
+/// 1. for every encoder modality with at least one segment, in modality-id order, and then
+///    for the LLM phase (items = samples, weight = the full interleaved length, OrchMLLM §6
+///    "Subsequences assembly"): the phase's items, their bytes, the partitioner's assignment
+///    Π under the phase's policy (`balance::solve`, with origins, bytes and ranks_per_node so
+///    `migrate` can keep items local), node-wise relabeling σ of its batches
+///    (`relabel_nodewise`, on the phase's own forward traffic), and the forward rearrangement
+///    origin → σ(Π);
+/// 2. for every encoder phase, the composed plan Π_M ∘ Π_E⁻¹ that carries its outputs from
+///    the encoder ranks straight to their samples' LLM ranks in segment order
+///    (`compose_encoder_to_llm`), with the two-hop reference's traffic;
+/// 3. the plan fingerprint (`plan_fingerprint`).
+///
+/// Policies: `set_policy(phase, p)`; phases without one use `default_policy(phase)`.
+/// Policies for phases absent from a workload are ignored (one configuration serves every
+/// step). Guarantees: every rearrangement is valid (every item exactly once); loads after are
+/// those of the final layout under the phase's cost; relabeling never raises a phase's
+/// inter-node maximum nor changes its loads (as a multiset); composed bytes ≤ two-hop bytes
+/// per modality (an output that moves in one hop moves in at least one of the two).
+/// Deterministic: the same workload and configuration give bit-identical results on every
+/// rank. Complexity: per phase the partitioner's cost (O(n log n + n log d) for lpt) plus
+/// O(n log n + d log d) for relabeling and composition. Memory O(n + d) per phase.
+/// @see OrchMLLM §6, §5.2.2 Alg. 3, §8.
+class orchestrator {
+ public:
+  /// Throws `invalid_input` for ranks = 0 or bytes_per_token = 0.
+  explicit orchestrator(orchestrator_options options) : options_(std::move(options)) {
+    if (options_.ranks == 0) mmbal::detail::throw_invalid("orchestrator: ranks = 0 (need at least one rank)");
+    if (options_.bytes_per_token == 0) mmbal::detail::throw_invalid("orchestrator: bytes_per_token = 0 (must be > 0)");
+  }
+
+  /// Sets the policy of phase `phase` ("llm" or a modality name). Throws `invalid_input` for
+  /// an empty name, "text" (text has no encoder phase), or a capacity that is NaN or negative.
+  orchestrator& set_policy(std::string_view phase, phase_policy policy) {
+    if (phase.empty()) mmbal::detail::throw_invalid("orchestrator: empty phase name");
+    if (phase == "text")
+      mmbal::detail::throw_invalid(
+          "orchestrator: phase 'text' does not exist (text travels with its sample in the "
+          "'llm' phase)");
+    if (policy.capacity && !(*policy.capacity >= 0))
+      mmbal::detail::throw_invalid("orchestrator: phase '", phase, "': capacity ", *policy.capacity, " must be >= 0");
+    policies_.insert_or_assign(std::string(phase), std::move(policy));
+    return *this;
+  }
+
+  /// The policy phase `phase` runs with (its own, or the default).
+  [[nodiscard]] phase_policy policy(std::string_view phase) const {
+    const auto it = policies_.find(phase);
+    return it != policies_.end() ? it->second : default_policy(phase);
+  }
+
+  [[nodiscard]] const orchestrator_options& options() const noexcept { return options_; }
+
+  /// The phase names of `w` in plan order: encoder modalities with at least one segment (in
+  /// modality-id order), then "llm".
+  [[nodiscard]] static std::vector<std::string> phase_names(const workload& w) {
+    std::vector<bool> present(w.modalities.size(), false);
+    for (const sample& s : w.samples)
+      for (const segment& g : s.segments)
+        if (g.modality < present.size()) present[g.modality] = true;
+    std::vector<std::string> names;
+    for (std::size_t m = 1; m < w.modalities.size(); ++m)
+      if (present[m]) names.push_back(w.modalities[m]);
+    names.emplace_back("llm");
+    return names;
+  }
+
+  /// Plans one step for workload `w` (see the class comment). Throws `invalid_input` when a
+  /// sample's rank is ≥ ranks, a segment names an unknown modality, or a phase's policy
+  /// cannot be applied (the partitioner's message, prefixed with the phase name).
+  [[nodiscard]] orchestration plan(const workload& w) const {
+    const rank_t d = options_.ranks;
+    for (std::size_t i = 0; i < w.samples.size(); ++i) {
+      if (w.samples[i].rank >= d)
+        mmbal::detail::throw_invalid("orchestrator: sample ", w.samples[i].id, " (index ", i, ") is on rank ",
+                                     w.samples[i].rank, " >= ranks ", d);
+      for (const segment& g : w.samples[i].segments)
+        if (g.modality >= w.modalities.size())
+          mmbal::detail::throw_invalid("orchestrator: sample ", w.samples[i].id, " has a segment of modality id ",
+                                       unsigned{g.modality}, " but the workload names ", w.modalities.size(),
+                                       " modalities");
+    }
+    orchestration out;
+    out.ranks = d;
+    out.ranks_per_node = options_.ranks_per_node;
+    out.samples = w.samples.size();
+    out.bytes_per_token = options_.bytes_per_token;
+    const std::vector<std::string> names = phase_names(w);
+    out.phases.reserve(names.size());
+    // The LLM phase first (the composed plans need Π_M), stored last.
+    phase_plan llm = plan_phase(w, "llm");
+    for (std::size_t k = 0; k + 1 < names.size(); ++k) out.phases.push_back(plan_phase(w, names[k]));
+    out.phases.push_back(std::move(llm));
+    const phase_plan& m = out.phases.back();
+    for (std::size_t k = 0; k + 1 < out.phases.size(); ++k) {
+      const phase_plan& e = out.phases[k];
+      composed_plan c;
+      c.modality = e.name;
+      c.plans = compose_encoder_to_llm(e.items, e.forward, m.forward);
+      c.item_bytes.resize(e.items.size());
+      for (std::size_t i = 0; i < e.items.size(); ++i) {
+        const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
+        c.item_bytes[i] = detail::checked_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
+      }
+      c.traffic = compare_composition(c.plans, c.item_bytes, options_.ranks_per_node);
+      out.composed_bytes += c.traffic.composed.moved_bytes;
+      out.two_hop_bytes += c.traffic.two_hop.moved_bytes;
+      out.composed_inter_node_bytes += c.traffic.composed.inter_node_bytes;
+      out.two_hop_inter_node_bytes += c.traffic.two_hop.inter_node_bytes;
+      out.composed.push_back(std::move(c));
+    }
+    out.fingerprint = plan_fingerprint(out);
+    return out;
+  }
+
+  /// The 64-bit fingerprint of an orchestration: folds, in plan order, every phase's name,
+  /// cost and algorithm spec and `fingerprint(forward, item_bytes)`, then every composed
+  /// plan's `fingerprint(composed, item_bytes)`, with `combine_fingerprints`. Identical on
+  /// every rank for identical plans; changes when any destination, size or policy changes.
+  /// Transports all-reduce it before the first exchange. O(total items).
+  [[nodiscard]] static std::uint64_t plan_fingerprint(const orchestration& o) {
+    std::vector<std::uint64_t> parts{o.ranks, o.ranks_per_node, o.samples};
+    for (const phase_plan& p : o.phases) {
+      parts.push_back(detail::hash_text(p.name));
+      parts.push_back(detail::hash_text(p.report.cost));
+      parts.push_back(detail::hash_text(p.report.algorithm));
+      parts.push_back(fingerprint(p.forward, p.item_bytes));
+    }
+    for (const composed_plan& c : o.composed) parts.push_back(fingerprint(c.plans.composed, c.item_bytes));
+    return combine_fingerprints(parts);
+  }
+
+ private:
+  [[nodiscard]] phase_plan plan_phase(const workload& w, const std::string& name) const {
+    const rank_t d = options_.ranks;
+    phase_plan p;
+    p.name = name;
+    p.policy = policy(name);
+    p.items = phase_items_of(w, name);
+    const std::size_t n = p.items.size();
+    p.item_bytes.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+      p.item_bytes[i] = detail::checked_bytes(p.items.weights[i], options_.bytes_per_token, name, i);
+
+    std::vector<std::uint64_t> groups;
+    if (p.policy.keep_groups) groups = detail::item_groups(p.items, name);
+    balance::problem prob;
+    prob.weights = p.items.weights;
+    prob.bins = d;
+    prob.limits.counts = p.policy.counts;
+    prob.limits.capacity = p.policy.capacity;
+    prob.limits.groups = groups;
+    prob.origin = p.items.origin;
+    prob.bytes = p.item_bytes;
+    prob.ranks_per_node = options_.ranks_per_node;
+    try {
+      p.balanced = balance::solve(p.policy.algorithm, p.policy.cost, prob);
+    } catch (const invalid_input& e) {
+      mmbal::detail::throw_invalid("phase '", name, "' (", describe(p.policy), "): ", e.what());
+    }
+    const rearrangement unlabeled = rearrangement::from_origin(p.items.origin, p.balanced);
+    if (options_.relabel) {
+      p.relabel = relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning);
+    } else {
+      p.relabel.rank_of_batch.resize(d);
+      for (rank_t j = 0; j < d; ++j) p.relabel.rank_of_batch[j] = j;
+      p.relabel.max_identity = p.relabel.max_relabeled =
+          max_inter_node_volume(unlabeled, p.item_bytes, options_.ranks_per_node);
+    }
+    p.forward = p.relabel.is_identity() ? unlabeled : apply_relabeling(unlabeled, p.relabel.rank_of_batch);
+
+    phase_report& r = p.report;
+    r.name = name;
+    r.cost = cost::to_spec(p.policy.cost);
+    r.algorithm = balance::to_spec(p.policy.algorithm);
+    r.items = n;
+    const assignment final_layout{d, p.forward.destination};
+    std::visit(
+        [&](const auto& c) {
+          r.loads_before = bin_loads(partition{d, std::vector<rank_t>(p.items.origin.begin(), p.items.origin.end())},
+                                     std::span<const length_t>(p.items.weights), c);
+          r.loads_after = bin_loads(final_layout, std::span<const length_t>(p.items.weights), c);
+          r.lower_bound = p.policy.counts.kind == balance::count_cap::mode::equal
+                              ? equal_count_lower_bound(std::span<const length_t>(p.items.weights), d, c)
+                              : lower_bound(std::span<const length_t>(p.items.weights), d, c);
+        },
+        p.policy.cost);
+    const load_summary before = summarize_loads(r.loads_before), after = summarize_loads(r.loads_after);
+    r.max_before = before.max;
+    r.mean_before = before.mean;
+    r.max_after = after.max;
+    r.mean = after.mean;
+    const traffic t = rearrangement_traffic(p.forward, p.item_bytes, options_.ranks_per_node);
+    r.moved_items = t.moved_items;
+    r.moved_bytes = t.moved_bytes;
+    r.inter_node_bytes = t.inter_node_bytes;
+    r.inter_node_max_identity = p.relabel.max_identity;
+    r.inter_node_max_relabeled = p.relabel.max_relabeled;
+    return p;
+  }
+
+  orchestrator_options options_;
+  std::map<std::string, phase_policy, std::less<>> policies_;
+};
+
+}  // namespace mmbal::orchestrate
