@@ -187,6 +187,20 @@ TEST_CASE("FlexAttention block mask classifies every block pair like the dense m
             REQUIRE(
                 std::equal(full.begin(), full.end(), bm.full_kv_indices.begin() + static_cast<std::ptrdiff_t>(row)));
           }
+          // the transposed lists (backward pass): per key block, the query blocks by kind
+          for (std::uint32_t kb = 0; kb < bm.num_kv_blocks; ++kb) {
+            std::vector<std::uint32_t> partial, full;
+            for (std::uint32_t qb = 0; qb < bm.num_q_blocks; ++qb) {
+              const block_kind k = bm.kind(qb, kb);
+              if (k == block_kind::partial) partial.push_back(qb);
+              if (k == block_kind::full) full.push_back(qb);
+            }
+            const auto row = static_cast<std::ptrdiff_t>(std::size_t{kb} * bm.num_q_blocks);
+            REQUIRE(bm.q_num_blocks[kb] == partial.size());
+            REQUIRE(bm.full_q_num_blocks[kb] == full.size());
+            REQUIRE(std::equal(partial.begin(), partial.end(), bm.q_indices.begin() + row));
+            REQUIRE(std::equal(full.begin(), full.end(), bm.full_q_indices.begin() + row));
+          }
         }
       }
 }

@@ -27,7 +27,7 @@ enum class block_kind : std::uint8_t {
 /// (T need not be a multiple) and "full" means every pair inside the clipped block attends.
 /// `kv_indices` and `full_kv_indices` are `num_q_blocks × num_kv_blocks` row-major: row i
 /// lists, ascending, the `kv_num_blocks[i]` partial (resp. `full_kv_num_blocks[i]` full) key
-/// blocks of query block i, padded with 0. Memory: 8 · num_q_blocks · num_kv_blocks bytes.
+/// blocks of query block i, padded with 0. Memory: 16 · num_q_blocks · num_kv_blocks bytes.
 struct block_mask {
   std::uint32_t q_block_size = 128;
   std::uint32_t kv_block_size = 128;
@@ -37,6 +37,13 @@ struct block_mask {
   std::vector<std::uint32_t> kv_indices;
   std::vector<std::uint32_t> full_kv_num_blocks;
   std::vector<std::uint32_t> full_kv_indices;
+  /// The transpose, as FlexAttention keeps it for the backward pass: `q_indices` and
+  /// `full_q_indices` are `num_kv_blocks × num_q_blocks` row-major; row j lists, ascending,
+  /// the `q_num_blocks[j]` query blocks for which key block j is partial (resp. full).
+  std::vector<std::uint32_t> q_num_blocks;
+  std::vector<std::uint32_t> q_indices;
+  std::vector<std::uint32_t> full_q_num_blocks;
+  std::vector<std::uint32_t> full_q_indices;
 
   /// The kind of the pair (query block qb, key block kb). O(num_kv_blocks).
   [[nodiscard]] block_kind kind(std::uint32_t qb, std::uint32_t kb) const {
@@ -131,6 +138,22 @@ namespace detail {
         out.full_kv_indices[row + out.full_kv_num_blocks[qb]++] = kb;
       else
         out.kv_indices[row + out.kv_num_blocks[qb]++] = kb;
+    }
+  }
+  // transpose (ascending query blocks per key block, since qb ascends)
+  out.q_num_blocks.assign(out.num_kv_blocks, 0);
+  out.full_q_num_blocks.assign(out.num_kv_blocks, 0);
+  out.q_indices.assign(cells, 0);
+  out.full_q_indices.assign(cells, 0);
+  for (std::uint32_t qb = 0; qb < out.num_q_blocks; ++qb) {
+    const std::size_t row = std::size_t{qb} * out.num_kv_blocks;
+    for (std::uint32_t i = 0; i < out.kv_num_blocks[qb]; ++i) {
+      const std::uint32_t kb = out.kv_indices[row + i];
+      out.q_indices[std::size_t{kb} * out.num_q_blocks + out.q_num_blocks[kb]++] = qb;
+    }
+    for (std::uint32_t i = 0; i < out.full_kv_num_blocks[qb]; ++i) {
+      const std::uint32_t kb = out.full_kv_indices[row + i];
+      out.full_q_indices[std::size_t{kb} * out.num_q_blocks + out.full_q_num_blocks[kb]++] = qb;
     }
   }
   return out;
