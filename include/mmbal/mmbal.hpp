@@ -15,6 +15,8 @@
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
 #include <mmbal/mask/mask.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/sampling/grouping.hpp>
 #include <mmbal/sampling/isf.hpp>
 #include <mmbal/transport/loopback.hpp>
