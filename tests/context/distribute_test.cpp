@@ -250,3 +250,31 @@ TEST_CASE("distribution rejects bad input", "[context]") {
   };
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 128, 2, bad{}), Contains("rank 9"));
 }
+
+TEST_CASE("empty sequences: no blocks, zero loads, max/mean 1", "[context]") {
+  const bitfield_mask empty;
+  REQUIRE(token_workloads(empty).empty());
+  REQUIRE(block_workloads(empty, 128).empty());
+  REQUIRE(total_area(empty) == 0);
+  const std::vector<document_layout> zero{{0, {}}, {0, {}}};
+  const bitfield_mask built = build_bitfield_mask(std::span<const document_layout>(zero), bit_assignment::span);
+  REQUIRE(built.size() == 0);
+  REQUIRE(built.document_count() == 0);
+  for (const char* name : {"lpt", "zigzag", "contiguous", "random"}) {
+    const auto r = distribute_tokens(std::vector<std::uint64_t>{}, 0, 128, 4, parse_distributor(name));
+    REQUIRE(r.rank_tokens == std::vector<std::uint64_t>(4, 0));
+    REQUIRE(r.rank_workloads == std::vector<std::uint64_t>(4, 0));
+    REQUIRE(r.max_over_mean() == 1.0);
+  }
+}
+
+TEST_CASE("distribution is deterministic: the same input gives the same plan", "[context]") {
+  const bitfield_mask mask = random_mask(5, 20000);
+  const auto w = block_workloads(mask, 128);
+  for (const char* name : {"lpt", "zigzag", "contiguous", "random"}) {
+    const auto a = distribute_tokens(w, mask.size(), 128, 8, parse_distributor(name, 3));
+    const auto b = distribute_tokens(w, mask.size(), 128, 8, parse_distributor(name, 3));
+    REQUIRE(a.rank_of_block == b.rank_of_block);
+    REQUIRE(a.rank_offsets == b.rank_offsets);
+  }
+}
