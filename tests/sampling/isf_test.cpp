@@ -73,7 +73,9 @@ reference_result reference_isf(const instance& x, std::uint64_t qv, std::uint64_
   const auto meets = [&](const std::vector<std::uint32_t>& grp) {
     return sum_of(x.v, grp) >= qv2 || sum_of(x.t, grp) >= qt2;
   };
-  for (std::uint32_t p = 0; p < rounds && !pool.empty(); ++p) {
+  // Rounds stop early once the whole pool reaches neither target (no group could be kept).
+  const auto pool_can_keep = [&] { return sum_of(x.v, pool) >= qv2 || sum_of(x.t, pool) >= qt2; };
+  for (std::uint32_t p = 0; p < rounds && !pool.empty() && pool_can_keep(); ++p) {
     std::vector<std::uint32_t> rest;
     for (auto& grp : sample_stage(p)) {
       if (meets(grp))
@@ -224,7 +226,8 @@ TEST_CASE("isf: equals a literal transcription of Alg. 1", "[sampling][isf]") {
 TEST_CASE("isf: filtering on hand-built instances", "[sampling][isf]") {
   // Ten identical samples (v = 1, t = 100): any shuffle gives groups of 3, 3, 3, 1 under
   // Qt = 350. With Qt' = 300 the three full groups are kept in round 1; the single sample
-  // is never kept by a round (t = 100 < 300, v = 1 < Qv' = 100) and the final pass groups it.
+  // left (t = 100 < 300, v = 1 < Qv' = 100) can never be kept, so round 2 does not run and
+  // the final pass groups it.
   const std::vector<length_t> v(10, 1), t(10, 100);
   isf_options o;
   o.qv = 100;
@@ -235,11 +238,16 @@ TEST_CASE("isf: filtering on hand-built instances", "[sampling][isf]") {
   REQUIRE(r.groups.size() == 4);
   for (std::size_t k = 0; k < 3; ++k) REQUIRE(r.groups.group(k).size() == 3);
   REQUIRE(r.groups.group(3).size() == 1);
-  REQUIRE(r.stats.kept_per_iteration == std::vector<std::uint32_t>{3, 0});
-  REQUIRE(r.stats.iterations_run == 2);
+  REQUIRE(r.stats.kept_per_iteration == std::vector<std::uint32_t>{3});
+  REQUIRE(r.stats.iterations_run == 1);
   REQUIRE(r.stats.leftover_samples == 1);
   REQUIRE(r.stats.final_groups == 1);
   REQUIRE(r.dropped.empty());
+
+  // Early stop bounds the work even for an absurd T.
+  o.iterations = 4'000'000'000u;
+  REQUIRE(isf(v, t, o).stats.iterations_run == 1);
+  o.iterations = 2;
 
   // The same with drop_unfilled: the leftover sample is dropped and counted.
   o.drop_unfilled = true;

@@ -112,8 +112,8 @@ struct isf_thresholds {
 
 /// Counters of one ISF run.
 struct isf_stats {
-  isf_thresholds thresholds;                      ///< resolved Qv, Qt, Qv', Qt'
-  std::uint32_t iterations_run = 0;               ///< rounds run (< T when the pool emptied early)
+  isf_thresholds thresholds;         ///< resolved Qv, Qt, Qv', Qt'
+  std::uint32_t iterations_run = 0;  ///< rounds run (< T once the pool is empty or its Σv < Qv' and Σt < Qt')
   std::vector<std::uint32_t> kept_per_iteration;  ///< groups kept by each round's filter
   std::uint32_t leftover_samples = 0;             ///< samples still pooled after the T rounds
   std::uint32_t final_groups = 0;                 ///< groups formed by the final pass (kept ones)
@@ -154,7 +154,8 @@ struct isf_result {
 /// the sample that would overflow a cap closes the group and opens the next one (the open
 /// group at the end of the walk is a candidate too); filtering stage — keep the groups with
 /// Σv >= Qv' or Σt >= Qt' and take their samples out of the pool; the rest return to it.
-/// After T rounds (or once the pool is empty) a final pass (shuffle `make_rng(seed, T)`,
+/// After T rounds (or earlier, once the pool is empty or too small to reach either target as a
+/// whole, when further rounds could keep nothing) a final pass (shuffle `make_rng(seed, T)`,
 /// sampling stage only) groups whatever remains, so no sample is lost; with `drop_unfilled`
 /// the final-pass groups that miss both targets are dropped instead and counted. Oversize
 /// samples (v > Qv or t > Qt) never enter the pool (see `oversize_policy`).
@@ -196,6 +197,11 @@ struct isf_result {
   // One sampling stage over `pool` (shuffled with stream `pass`); `keep` decides each closed
   // group's fate. Kept groups go to the output; the others' records are compacted in place to
   // the front of `pool` (the write position never passes the group being read) and returned.
+  std::uint64_t pool_v = 0, pool_t = 0;  // Σv, Σt of the pool
+  for (const detail::isf_record& r : pool) {
+    pool_v += r.vision;
+    pool_t += r.text;
+  }
   const auto pass = [&](std::uint64_t stream, auto&& keep, auto&& reject_group) -> std::uint32_t {
     rng_engine rng = make_rng(options.seed, stream);
     shuffle(std::span<detail::isf_record>(pool), rng);
@@ -207,6 +213,8 @@ struct isf_result {
         for (std::size_t k = start; k < end; ++k) out.groups.members.push_back(pool[k].index);
         out.groups.close_group();
         ++kept;
+        pool_v -= sum_v;
+        pool_t -= sum_t;
       } else {
         for (std::size_t k = start; k < end; ++k) reject_group(pool[k], write);
       }
@@ -230,7 +238,10 @@ struct isf_result {
   };
   const auto back_to_pool = [&](const detail::isf_record& r, std::size_t& write) { pool[write++] = r; };
 
-  for (std::uint32_t p = 0; p < options.iterations && !pool.empty(); ++p) {
+  // A round can only keep a group when the whole pool reaches a target; once it cannot, the
+  // remaining rounds would keep nothing, so stop (this also bounds the work for huge T).
+  const auto can_keep = [&] { return pool_v >= q.qv_target || pool_t >= q.qt_target; };
+  for (std::uint32_t p = 0; p < options.iterations && !pool.empty() && can_keep(); ++p) {
     out.stats.kept_per_iteration.push_back(pass(p, meets_target, back_to_pool));
     ++out.stats.iterations_run;
   }
