@@ -7,10 +7,12 @@
 
 #include <cstdint>
 
+#ifndef MMBAL_HOST_DEVICE
 #if defined(__CUDACC__)
 #define MMBAL_HOST_DEVICE __host__ __device__
 #else
 #define MMBAL_HOST_DEVICE
+#endif
 #endif
 
 namespace mmbal {
