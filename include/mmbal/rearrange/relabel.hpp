@@ -8,6 +8,7 @@
 /// @see OrchMLLM §5.2.2, eq. (5), Algorithm 3 (the paper solves it as an ILP with CBC).
 
 #include <mmbal/core/error.hpp>
+#include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
 
@@ -80,6 +81,15 @@ struct relabel_options {
   /// Besides the batches holding bytes from the bottleneck node, how many of the batches with
   /// the least incoming bytes are tried as swap partners per step. Default 32.
   std::uint32_t low_volume_candidates = 32;
+  /// How many of the batches holding bytes from the bottleneck node (those it sends most to
+  /// first) are tried as swap partners per step. Default 64.
+  std::uint32_t partner_candidates = 64;
+  /// Rounds of iterated local search after the first descent: two seeded random swaps out
+  /// of the bottleneck node, then descend again; the best map seen is kept. Default 8.
+  std::uint32_t perturbations = 8;
+  /// With one rank per node and at most this many ranks, solve exactly (bottleneck
+  /// assignment, O(d³ log d)) instead. Default 64.
+  rank_t exact_up_to = 64;
 };
 
 /// The result of a relabeling: which rank receives every new batch, and the objective.
@@ -129,42 +139,51 @@ struct relabel_model {
     const std::size_t n = r.size();
     in.assign(d, 0);
     out.assign(d, 0);
-    // Items grouped by batch (counting sort, stable in item id).
-    std::vector<std::size_t> first(d + std::size_t{1}, 0);
-    for (std::size_t i = 0; i < n; ++i) ++first[r.destination[i].rank + std::size_t{1}];
-    for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
-    std::vector<item_id> items(n);
+    // (source rank, bytes) of every item grouped by batch with ascending source rank: two
+    // counting-sort passes (by source, then stably by batch) that read the rearrangement
+    // sequentially — no comparison sorts, no random reads by item id.
+    std::vector<std::size_t> by_src(d + std::size_t{1}, 0), first(d + std::size_t{1}, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      ++by_src[r.source[i].rank + std::size_t{1}];
+      ++first[r.destination[i].rank + std::size_t{1}];
+    }
+    for (rank_t j = 0; j < d; ++j) {
+      by_src[j + 1] += by_src[j];
+      first[j + 1] += first[j];
+    }
+    struct entry {
+      rank_t src, batch;
+      std::uint64_t bytes;
+    };
+    std::vector<entry> tmp(n), items(n);
+    for (std::size_t i = 0; i < n; ++i)
+      tmp[by_src[r.source[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
     {
       std::vector<std::size_t> pos(first.begin(), first.end() - 1);
-      for (std::size_t i = 0; i < n; ++i) items[pos[r.destination[i].rank]++] = static_cast<item_id>(i);
+      for (const entry& e : tmp) items[pos[e.batch]++] = e;
     }
-    std::vector<std::uint64_t> acc(d, 0);
-    std::vector<rank_t> touched;
+    rank_vol.reserve(n);
+    node_vol.reserve(n);
     rank_first.assign(1, 0);
     node_first.assign(1, 0);
     std::vector<std::size_t> node_count(nodes + std::size_t{1}, 0);
     for (rank_t j = 0; j < d; ++j) {
-      touched.clear();
       for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
-        const item_id i = items[k];
-        const rank_t s = r.source[i].rank;
-        if (bytes[i] == 0) continue;
-        if (acc[s] == 0) touched.push_back(s);
-        acc[s] += bytes[i];
-        in[j] += bytes[i];
-        out[s] += bytes[i];
-      }
-      std::sort(touched.begin(), touched.end());
-      for (rank_t s : touched) {
-        rank_vol.emplace_back(s, acc[s]);
-        const rank_t m = s / c;
-        if (node_vol.size() > node_first.back() && node_vol.back().first == m)
-          node_vol.back().second += acc[s];
-        else {
-          node_vol.emplace_back(m, acc[s]);
+        const entry& e = items[k];
+        if (e.bytes == 0) continue;
+        in[j] += e.bytes;
+        out[e.src] += e.bytes;
+        if (rank_vol.size() > rank_first.back() && rank_vol.back().first == e.src)
+          rank_vol.back().second += e.bytes;
+        else
+          rank_vol.emplace_back(e.src, e.bytes);
+        const rank_t m = e.src / c;
+        if (node_vol.size() > node_first.back() && node_vol.back().first == m) {
+          node_vol.back().second += e.bytes;
+        } else {
+          node_vol.emplace_back(m, e.bytes);
           ++node_count[m + std::size_t{1}];
         }
-        acc[s] = 0;
       }
       rank_first.push_back(rank_vol.size());
       node_first.push_back(node_vol.size());
@@ -220,31 +239,56 @@ struct relabel_state {
     return bottleneck_pairing(sent_buf, recv_buf);
   }
 
-  /// Adds (sign +1) or removes (-1) batch j's bytes from the `kept` of node m's ranks.
+  /// Entries of batch j's (source rank, bytes) list whose rank lies on node m: [first, last).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> on_node(rank_t j, rank_t m) const {
+    const relabel_model& md = *model;
+    const auto base = md.rank_vol.begin();
+    const auto b = base + static_cast<std::ptrdiff_t>(md.rank_first[j]);
+    const auto e = base + static_cast<std::ptrdiff_t>(md.rank_first[j + 1]);
+    const auto lo = std::lower_bound(b, e, md.node_begin(m), [](const auto& p, rank_t v) { return p.first < v; });
+    const auto hi = std::lower_bound(lo, e, md.node_end(m), [](const auto& p, rank_t v) { return p.first < v; });
+    return {static_cast<std::size_t>(lo - base), static_cast<std::size_t>(hi - base)};
+  }
+
+  /// Adds or removes batch j's bytes to/from the `kept` of node m's ranks.
   void shift_kept(rank_t j, rank_t m, bool add) {
     const relabel_model& md = *model;
-    for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k) {
-      const rank_t q = md.rank_vol[k].first;
-      if (md.node_of(q) != m) continue;
+    const auto [lo, hi] = on_node(j, m);
+    for (std::size_t k = lo; k < hi; ++k) {
       if (add)
-        kept[q] += md.rank_vol[k].second;
+        kept[md.rank_vol[k].first] += md.rank_vol[k].second;
       else
-        kept[q] -= md.rank_vol[k].second;
+        kept[md.rank_vol[k].first] -= md.rank_vol[k].second;
     }
   }
 
-  /// Cost of node m if batch `leave` (a member) were replaced by batch `enter`. O(c log c + list sizes).
-  [[nodiscard]] std::uint64_t cost_if_swapped(rank_t m, rank_t leave, rank_t enter) {
-    shift_kept(leave, m, false);
-    shift_kept(enter, m, true);
+  /// Cost of node m if member `leave` were replaced by `enter` whose receive volume on m is
+  /// `enter_recv`; `recv_of_member[i]` is the current receive volume of members[m][i].
+  /// O(c log c + entries of the two batches on m). Touches nothing.
+  [[nodiscard]] std::uint64_t cost_if_swapped(rank_t m, rank_t leave, rank_t enter, std::uint64_t enter_recv,
+                                              std::span<const std::uint64_t> recv_of_member) {
     const relabel_model& md = *model;
-    sent_buf.clear();
+    const rank_t b = md.node_begin(m), e = md.node_end(m);
+    sent_buf.resize(e - b);
+    for (rank_t q = b; q < e; ++q) sent_buf[q - b] = md.out[q] - kept[q];
+    {  // the leaving batch's bytes from m now cross nodes; the entering batch's stop crossing
+      const auto [lo, hi] = on_node(leave, m);
+      for (std::size_t k = lo; k < hi; ++k) sent_buf[md.rank_vol[k].first - b] += md.rank_vol[k].second;
+    }
+    {
+      const auto [lo, hi] = on_node(enter, m);
+      for (std::size_t k = lo; k < hi; ++k) sent_buf[md.rank_vol[k].first - b] -= md.rank_vol[k].second;
+    }
     recv_buf.clear();
-    for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) sent_buf.push_back(md.out[q] - kept[q]);
-    for (rank_t j : members[m]) recv_buf.push_back(md.recv_at(j == leave ? enter : j, m));
-    shift_kept(enter, m, false);
-    shift_kept(leave, m, true);
+    for (std::size_t i = 0; i < members[m].size(); ++i)
+      recv_buf.push_back(members[m][i] == leave ? enter_recv : recv_of_member[i]);
     return bottleneck_pairing(sent_buf, recv_buf);
+  }
+
+  /// Current receive volumes of node m's members, in member order.
+  void member_recv(rank_t m, std::vector<std::uint64_t>& out_recv) const {
+    out_recv.clear();
+    for (rank_t j : members[m]) out_recv.push_back(model->recv_at(j, m));
   }
 
   void swap_batches(rank_t j, rank_t k) {
@@ -311,29 +355,37 @@ struct relabel_state {
   }
 };
 
-/// Greedy start: give every batch the node that sends it the most bytes, largest volumes
-/// first (ties by batch, then node), within node capacities; the rest fill free capacity in
+/// Greedy start: batches in decreasing order of their largest single-node volume (ties by
+/// batch) take the node that sends them the most bytes if it has room, else their next best
+/// node with room; batches with no bytes, or whose nodes are full, fill the remaining room in
 /// batch order. This maximizes intra-node volume greedily — a good start, not the objective.
 inline std::vector<rank_t> affinity_start(const relabel_model& md) {
-  std::vector<std::size_t> order(md.node_vol.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::vector<rank_t> batch_of_entry(md.node_vol.size());
-  for (rank_t j = 0; j < md.d; ++j)
-    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k) batch_of_entry[k] = j;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (md.node_vol[a].second != md.node_vol[b].second) return md.node_vol[a].second > md.node_vol[b].second;
-    if (batch_of_entry[a] != batch_of_entry[b]) return batch_of_entry[a] < batch_of_entry[b];
-    return md.node_vol[a].first < md.node_vol[b].first;
-  });
   constexpr rank_t none = std::numeric_limits<rank_t>::max();
+  std::vector<std::uint64_t> top(md.d, 0);
+  for (rank_t j = 0; j < md.d; ++j)
+    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k)
+      top[j] = std::max(top[j], md.node_vol[k].second);
+  std::vector<rank_t> order(md.d);
+  std::iota(order.begin(), order.end(), rank_t{0});
+  std::sort(order.begin(), order.end(), [&](rank_t a, rank_t b) { return top[a] != top[b] ? top[a] > top[b] : a < b; });
   std::vector<rank_t> node_of_batch(md.d, none);
   std::vector<rank_t> room(md.nodes);
   for (rank_t m = 0; m < md.nodes; ++m) room[m] = md.node_end(m) - md.node_begin(m);
-  for (std::size_t e : order) {
-    const rank_t j = batch_of_entry[e], m = md.node_vol[e].first;
-    if (node_of_batch[j] != none || room[m] == 0) continue;
-    node_of_batch[j] = m;
-    --room[m];
+  for (rank_t j : order) {
+    if (top[j] == 0) continue;
+    // The node with the most bytes among those with room (ties: lower node).
+    std::uint64_t best = 0;
+    rank_t pick = none;
+    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k) {
+      const auto [m, vol] = md.node_vol[k];
+      if (room[m] > 0 && (pick == none || vol > best)) {
+        best = vol;
+        pick = m;
+      }
+    }
+    if (pick == none) continue;
+    node_of_batch[j] = pick;
+    --room[pick];
   }
   rank_t m = 0;
   for (rank_t j = 0; j < md.d; ++j) {
@@ -343,6 +395,20 @@ inline std::vector<rank_t> affinity_start(const relabel_model& md) {
     --room[m];
   }
   return node_of_batch;
+}
+
+/// Maximum per-rank inter-node volume of `r` after moving batch j to rank sigma[j] (without
+/// materializing the relabeled rearrangement). O(n + ranks).
+inline std::uint64_t max_volume_relabeled(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t c,
+                                          std::span<const rank_t> sigma) {
+  std::vector<std::uint64_t> v(r.ranks, 0);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const rank_t a = r.source[i].rank, b = sigma[r.destination[i].rank];
+    if (a / c == b / c) continue;
+    v[a] += bytes[i];
+    v[b] += bytes[i];
+  }
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
 }
 
 /// Bottleneck local search: repeatedly take the node with the highest cost (lowest index on
@@ -356,6 +422,7 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
   const std::uint32_t cap = opt.max_iterations ? opt.max_iterations : 4 * md.nodes + 64;
   std::vector<rank_t> cand;
   std::vector<std::uint32_t> mark(md.d, 0);
+  std::vector<std::uint64_t> score(md.d, 0), recv1, recv2;
   std::uint32_t stamp = 0, swaps = 0;
   while (swaps < cap) {
     const auto top = std::max_element(st.cost.begin(), st.cost.end());
@@ -374,6 +441,13 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
       }
     }
     std::uint32_t extra = 0;
+    // Keep the partners that relieve m1's sends most (ties by id), and the low-volume ones.
+    if (cand.size() > opt.partner_candidates) {
+      for (rank_t k : cand) score[k] = md.from_node(k, m1);
+      std::partial_sort(cand.begin(), cand.begin() + opt.partner_candidates, cand.end(),
+                        [&](rank_t a, rank_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
+      cand.resize(opt.partner_candidates);
+    }
     for (rank_t j : low_in) {
       if (extra >= opt.low_volume_candidates) break;
       if (st.node_of_batch[j] == m1 || mark[j] == stamp) continue;
@@ -383,25 +457,87 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
     }
     std::uint64_t best = M;
     rank_t best_j = 0, best_k = 0;
+    st.member_recv(m1, recv1);
     const std::vector<rank_t> own = st.members[m1];
-    for (rank_t j : own)
-      for (rank_t k : cand) {
-        const std::uint64_t c1 = st.cost_if_swapped(m1, j, k);
+    for (rank_t k : cand) {
+      const rank_t m2 = st.node_of_batch[k];
+      const std::uint64_t k_recv_m1 = md.recv_at(k, m1);
+      bool m2_loaded = false;
+      for (rank_t j : own) {
+        const std::uint64_t c1 = st.cost_if_swapped(m1, j, k, k_recv_m1, recv1);
         if (c1 >= best) continue;
-        const rank_t m2 = st.node_of_batch[k];
-        const std::uint64_t c2 = st.cost_if_swapped(m2, k, j);
+        if (!m2_loaded) {
+          st.member_recv(m2, recv2);
+          m2_loaded = true;
+        }
+        const std::uint64_t c2 = st.cost_if_swapped(m2, k, j, md.recv_at(j, m2), recv2);
         const std::uint64_t worst = std::max(c1, c2);
-        if (worst < best) {
+        if (worst < best || (worst == best && best < M && std::pair{j, k} < std::pair{best_j, best_k})) {
           best = worst;
           best_j = j;
           best_k = k;
         }
       }
+    }
     if (best >= M) break;
     st.swap_batches(best_j, best_k);
     ++swaps;
   }
   return swaps;
+}
+
+/// Exact relabeling with one rank per node: the cost of batch j on rank q is
+/// out(q) + in(j) − 2·V[q][j] (sends plus receives that cross), so minimizing the maximum is a
+/// bottleneck assignment: binary search over the distinct costs, each probe a bipartite
+/// matching by augmenting paths (Kuhn). O(d³ log d). Returns σ (batch → rank).
+inline std::vector<rank_t> bottleneck_assignment(const relabel_model& md, std::uint32_t& probes) {
+  const rank_t d = md.d;
+  std::vector<std::uint64_t> cost(std::size_t{d} * d);
+  for (rank_t j = 0; j < d; ++j) {
+    for (rank_t q = 0; q < d; ++q) cost[std::size_t{q} * d + j] = md.out[q] + md.in[j];
+    for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k)
+      cost[std::size_t{md.rank_vol[k].first} * d + j] -= 2 * md.rank_vol[k].second;
+  }
+  std::vector<std::uint64_t> values(cost);
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  constexpr rank_t none = std::numeric_limits<rank_t>::max();
+  std::vector<rank_t> batch_on(d, none);
+  std::vector<std::uint32_t> seen(d, 0);
+  std::uint32_t stamp = 0;
+  auto feasible = [&](std::uint64_t limit) {
+    std::fill(batch_on.begin(), batch_on.end(), none);
+    // Recursion depth ≤ d ≤ 512 (checked by the callers).
+    auto augment = [&](auto&& self, rank_t j) -> bool {
+      for (rank_t q = 0; q < d; ++q) {
+        if (cost[std::size_t{q} * d + j] > limit || seen[q] == stamp) continue;
+        seen[q] = stamp;
+        if (batch_on[q] == none || self(self, batch_on[q])) {
+          batch_on[q] = j;
+          return true;
+        }
+      }
+      return false;
+    };
+    for (rank_t j = 0; j < d; ++j) {
+      ++stamp;
+      if (!augment(augment, j)) return false;
+    }
+    return true;
+  };
+  std::size_t lo = 0, hi = values.size() - 1;  // the largest cost admits every pair
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    ++probes;
+    if (feasible(values[mid]))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  feasible(values[lo]);
+  std::vector<rank_t> sigma(d, 0);
+  for (rank_t q = 0; q < d; ++q) sigma[batch_on[q]] = q;
+  return sigma;
 }
 
 inline std::vector<rank_t> identity_nodes(const relabel_model& md) {
@@ -455,12 +591,37 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
   std::sort(low_in.begin(), low_in.end(),
             [&](rank_t a, rank_t b) { return md.in[a] != md.in[b] ? md.in[a] < md.in[b] : a < b; });
 
-  detail::relabel_state a(md, detail::identity_nodes(md));
-  detail::relabel_state b(md, detail::affinity_start(md));
-  detail::relabel_state& st = b.max_cost() < a.max_cost() ? b : a;
-  out.iterations = detail::improve(st, md, options, low_in);
-  const std::vector<rank_t> sigma = st.ranks_of_batches(st.max_cost());
-  const std::uint64_t reached = max_inter_node_volume(apply_relabeling(r, sigma), item_bytes, ranks_per_node);
+  std::vector<rank_t> sigma;
+  if (ranks_per_node == 1 && md.d <= options.exact_up_to) {
+    sigma = detail::bottleneck_assignment(md, out.iterations);
+  } else {
+    detail::relabel_state a(md, detail::identity_nodes(md));
+    detail::relabel_state b(md, detail::affinity_start(md));
+    detail::relabel_state& st = b.max_cost() < a.max_cost() ? b : a;
+    out.iterations = detail::improve(st, md, options, low_in);
+    // Iterated local search: kick the bottleneck node with a few seeded random swaps, descend
+    // again, remember the best batch→node map seen. Deterministic (portable RNG, fixed seed).
+    std::vector<rank_t> best_nodes = st.node_of_batch;
+    std::uint64_t best = st.max_cost();
+    auto g = make_rng(0x72656c6162656cULL, md.d, md.nodes);
+    for (std::uint32_t kick = 0; kick < options.perturbations && best > 0; ++kick) {
+      for (int s = 0; s < 2; ++s) {
+        const auto top = static_cast<rank_t>(std::max_element(st.cost.begin(), st.cost.end()) - st.cost.begin());
+        const rank_t j = st.members[top][uniform_below(g, st.members[top].size())];
+        rank_t k = static_cast<rank_t>(uniform_below(g, md.d));
+        if (st.node_of_batch[k] == top) continue;
+        st.swap_batches(j, k);
+      }
+      out.iterations += detail::improve(st, md, options, low_in);
+      if (st.max_cost() < best) {
+        best = st.max_cost();
+        best_nodes = st.node_of_batch;
+      }
+    }
+    detail::relabel_state final_state(md, best_nodes);
+    sigma = final_state.ranks_of_batches(final_state.max_cost());
+  }
+  const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, sigma);
   if (reached < out.max_identity) {
     out.rank_of_batch = sigma;
     out.max_relabeled = reached;
@@ -495,52 +656,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 
   if (ranks_per_node == 1) {
     if (d > 512) detail::throw_invalid("relabel_nodewise_exact: ranks = ", d, " > 512 with one rank per node");
-    std::vector<std::uint64_t> cost(std::size_t{d} * d);
-    for (rank_t j = 0; j < d; ++j) {
-      for (rank_t q = 0; q < d; ++q) cost[std::size_t{q} * d + j] = md.out[q] + md.in[j];
-      for (std::size_t k = md.rank_first[j]; k < md.rank_first[j + 1]; ++k)
-        cost[std::size_t{md.rank_vol[k].first} * d + j] -= 2 * md.rank_vol[k].second;
-    }
-    std::vector<std::uint64_t> values(cost);
-    std::sort(values.begin(), values.end());
-    values.erase(std::unique(values.begin(), values.end()), values.end());
-    // Kuhn's augmenting paths; match_of_rank[q] = batch on rank q.
-    auto feasible = [&](std::uint64_t limit, std::vector<rank_t>* sigma) {
-      constexpr rank_t none = std::numeric_limits<rank_t>::max();
-      std::vector<rank_t> batch_on(d, none);
-      std::vector<std::uint32_t> seen(d, 0);
-      std::uint32_t stamp = 0;
-      // Iterative DFS would avoid recursion depth d; d ≤ 512 keeps recursion shallow enough.
-      auto augment = [&](auto&& self, rank_t j) -> bool {
-        for (rank_t q = 0; q < d; ++q) {
-          if (cost[std::size_t{q} * d + j] > limit || seen[q] == stamp) continue;
-          seen[q] = stamp;
-          if (batch_on[q] == none || self(self, batch_on[q])) {
-            batch_on[q] = j;
-            return true;
-          }
-        }
-        return false;
-      };
-      for (rank_t j = 0; j < d; ++j) {
-        ++stamp;
-        if (!augment(augment, j)) return false;
-      }
-      if (sigma)
-        for (rank_t q = 0; q < d; ++q) (*sigma)[batch_on[q]] = q;
-      return true;
-    };
-    std::size_t lo = 0, hi = values.size() - 1;  // values.back() is always feasible
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      ++out.iterations;
-      if (feasible(values[mid], nullptr))
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    best_sigma.assign(d, 0);
-    feasible(values[lo], &best_sigma);
+    best_sigma = detail::bottleneck_assignment(md, out.iterations);
   } else {
     if (d > max_ranks)
       detail::throw_invalid("relabel_nodewise_exact: ranks = ", d, " > max_ranks = ", max_ranks,
@@ -614,7 +730,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
       best_sigma = st.ranks_of_batches(st.max_cost());
     }
   }
-  const std::uint64_t reached = max_inter_node_volume(apply_relabeling(r, best_sigma), item_bytes, ranks_per_node);
+  const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, best_sigma);
   if (reached < out.max_identity) {
     out.rank_of_batch = best_sigma;
     out.max_relabeled = reached;
