@@ -5,11 +5,13 @@
 #include <mmbal/workload/jsonl.hpp>
 #include <mmbal/workload/length_data.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -27,6 +29,7 @@ struct generate_state {
   std::string vision = "qwen2vl";
   bool whisper_pad = false;
   std::uint32_t text_prefix = 16;
+  std::vector<double> task_weights;
 };
 
 int run_generate(const generate_state& s) {
@@ -38,6 +41,12 @@ int run_generate(const generate_state& s) {
   o.omni_vision = mmbal::parse_vision_backend(s.vision);
   o.whisper_pad_to_30s = s.whisper_pad;
   o.text_prefix = s.text_prefix;
+  if (!s.task_weights.empty()) {
+    if (s.task_weights.size() != o.omni_task_weights.size())
+      mmbal::detail::throw_invalid("--task-weights: expected ", o.omni_task_weights.size(),
+                                   " comma-separated weights, got ", s.task_weights.size());
+    std::copy(s.task_weights.begin(), s.task_weights.end(), o.omni_task_weights.begin());
+  }
   o.layout = mmbal::parse_pack_layout(s.layout);
   o.pack_tokens = s.pack_tokens;
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
@@ -92,6 +101,10 @@ const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> s
       "audio, omni: audio encoder length 1500 frames per clip (Whisper pads to 30 s) instead of the true length");
   sub->add_option("--text-prefix", state->text_prefix,
                   "text tokens placed before the media in each sample; the rest follows them (default 16)");
+  sub->add_option("--task-weights", state->task_weights,
+                  "omni only: 7 comma-separated task weights text_only,image_text,multi_image_video,asr,audio_qa,"
+                  "image_audio,long_audio_text (default 0.15,0.30,0.10,0.15,0.15,0.10,0.05)")
+      ->delimiter(',');
   sub->add_option("--output,-o", state->output, "write to FILE instead of stdout");
   return [state, samples] {
     state->samples_given = samples->count() > 0;

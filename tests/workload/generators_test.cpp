@@ -8,13 +8,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -520,4 +523,51 @@ TEST_CASE("generators: longctx through generate() deals documents round-robin", 
     p.samples[i].rank = static_cast<mmbal::rank_t>(i % 3);
   }
   CHECK(w == p);
+}
+
+TEST_CASE("generators: omni task weights", "[workload][generators]") {
+  mmbal::generator_options o;
+  o.omni_task_weights = {1, 0, 0, 0, 0, 0, 0};  // text only
+  const mmbal::workload t = gen(mmbal::family::omni, 4, 2000, o);
+  CHECK(t.modalities == std::vector<std::string>{"text"});
+  for (const auto& s : t.samples) CHECK(s.segments.size() == 1);
+  o.omni_task_weights = {0, 0, 0, 0, 0, 0, 1};  // long audio only: 30..300 s in ≤ 30 s windows
+  const mmbal::workload a = gen(mmbal::family::omni, 4, 2000, o);
+  for (const auto& s : a.samples) {
+    std::size_t windows = 0;
+    for (const auto& g : s.segments) windows += g.modality != mmbal::text_modality;
+    CHECK(windows >= 1);
+    CHECK(windows <= 10);
+  }
+  // The heavy-tail setting (long_audio_text 0.15) lengthens sequences on average.
+  o.omni_task_weights = {0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.15};
+  CHECK(summarize(gen(mmbal::family::omni, 4, 5000, o)).mean > 1.2 * summarize(gen(mmbal::family::omni, 4, 5000)).mean);
+  for (const std::array<double, 7>& bad :
+       {std::array<double, 7>{0, 0, 0, 0, 0, 0, 0}, std::array<double, 7>{1, -1, 0, 0, 0, 0, 0},
+        std::array<double, 7>{1, std::nan(""), 0, 0, 0, 0, 0}}) {
+    o.omni_task_weights = bad;
+    CHECK_THROWS_AS(gen(mmbal::family::omni, 4, 10, o), mmbal::invalid_input);
+  }
+}
+
+TEST_CASE("generators: data directory precedence", "[workload][generators]") {
+  namespace fs = std::filesystem;
+  const std::string compiled = MMBAL_DATA_DIR;
+  const fs::path copy = fs::temp_directory_path() / ("mmbal_data_dir_test_" + std::to_string(::getpid()));
+  fs::remove_all(copy);
+  fs::create_directories(copy);
+  fs::copy_file(fs::path(compiled) / "magiattention_doc_length_distribution.csv",
+                copy / "magiattention_doc_length_distribution.csv");
+  const char* old = std::getenv("MMBAL_DATA_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("MMBAL_DATA_DIR", copy.c_str(), 1);
+  CHECK(mmbal::find_data_dir() == copy.string());     // environment before compile-time
+  CHECK(mmbal::find_data_dir(compiled) == compiled);  // explicit before environment
+  ::setenv("MMBAL_DATA_DIR", "/nonexistent/env-dir", 1);
+  CHECK(mmbal::find_data_dir() == compiled);  // unusable environment: compile-time
+  if (old)
+    ::setenv("MMBAL_DATA_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("MMBAL_DATA_DIR");
+  fs::remove_all(copy);
 }

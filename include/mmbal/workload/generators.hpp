@@ -117,10 +117,15 @@ struct generator_options {
   std::uint64_t seed = 0;               ///< the whole workload is a function of (family, options, data)
   std::uint32_t internvl_max_num = 12;  ///< (b) dynamic_preprocess max_num, 1..40
   vision_backend omni_vision = vision_backend::qwen2vl;  ///< (d) vision accounting
-  bool whisper_pad_to_30s = false;       ///< (c), (d): audio encoder length 1,500 per clip (vanilla Whisper)
-  double p_asr = 0.5;                    ///< (c): probability of an ASR sample (else audio QA), in [0, 1]
-  std::uint32_t llava_max_len = 2048;    ///< (a): text is truncated so the sequence is at most this (≥ 576)
-  std::uint32_t text_prefix = 16;        ///< text tokens placed before the media (segment order)
+  bool whisper_pad_to_30s = false;     ///< (c), (d): audio encoder length 1,500 per clip (vanilla Whisper)
+  double p_asr = 0.5;                  ///< (c): probability of an ASR sample (else audio QA), in [0, 1]
+  std::uint32_t llava_max_len = 2048;  ///< (a): text is truncated so the sequence is at most this (≥ 576)
+  std::uint32_t text_prefix = 16;      ///< text tokens placed before the media (segment order)
+  /// (d) task weights (need not sum to 1; non-negative, not all 0), in the order text_only,
+  /// image_text, multi_image_video, asr, audio_qa, image_audio, long_audio_text. Change them
+  /// over steps for a curriculum drift, or raise long_audio_text / multi_image_video to 0.15
+  /// for the heavy-tail setting of WORKLOADS.md.
+  std::array<double, 7> omni_task_weights{0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.05};
   pack_layout layout = pack_layout::mp;  ///< (e) layout
   std::uint32_t pack_tokens = 65536;     ///< (e) pack length L
 };
@@ -281,6 +286,14 @@ class family_sampler {
       throw_invalid("generator: llava_max_len ", o.llava_max_len, " < ", llava_image_tokens, " (one image)");
     if (d.librispeech_train.empty() || d.librispeech_test.empty() || d.omnibal.empty() || d.coco_sizes.empty())
       throw_invalid("generator: length data not loaded (use load_length_data)");
+    double acc_w = 0;
+    for (std::size_t k = 0; k < o.omni_task_weights.size(); ++k) {
+      const double x = o.omni_task_weights[k];
+      if (!(x >= 0) || !std::isfinite(x))
+        throw_invalid("generator: omni task weight ", k, " = ", x, " is not a finite non-negative number");
+      omni_cum_[k] = acc_w += x;
+    }
+    if (!(acc_w > 0)) throw_invalid("generator: omni task weights are all zero");
     const std::uint32_t top = std::max<std::uint32_t>(o.internvl_max_num, 12);
     ratios_.resize(top + 1);
     for (std::uint32_t m = 1; m <= top; ++m) ratios_[m] = internvl_ratios(m);
@@ -399,7 +412,7 @@ class family_sampler {
 
   // (d) omni mix.
   gen_sample omni(rng_engine& g) const {
-    static constexpr std::array<double, 7> cum{0.15, 0.45, 0.55, 0.70, 0.85, 0.95, 1.00};
+    const auto& cum = omni_cum_;
     const bool qwen = o_.omni_vision == vision_backend::qwen2vl;
     const auto img = [&](gen_sample& s) {
       const image_size sz = uniform01(g) < 0.3 ? image_size{1280, 720} : coco(g);
@@ -471,6 +484,7 @@ class family_sampler {
   const length_data& d_;
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> ratios_;  // [max_num]
   std::vector<double> multi16_, multi8_;  // cumulative n^-1.5 for n = 2..16 and 2..8
+  std::array<double, 7> omni_cum_{};      // cumulative omni task weights
 };
 
 /// Appends a generated sample as segments: prefix text, media, rest of the text.
