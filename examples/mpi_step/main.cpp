@@ -3,8 +3,10 @@
 //
 //  1. every rank generates its own samples from (seed, rank) (realistic omni family);
 //  2. metadata all-gather: every rank holds the same global batch (lengths only);
-//  3. plan: `lpt` on tokens per phase (image / audio / video encoders, then the LLM on the
-//     full interleaved length), and per encoder the composed encoder→LLM plan Π_M ∘ Π_E⁻¹;
+//  3. plan with the orchestrator (default per-phase policies: image/video lpt on tokens, audio
+//     padded, LLM attention cost on the full interleaved length; node-wise relabeling with 2
+//     ranks per node), giving Π_E per encoder, Π_M, and per encoder the composed encoder→LLM
+//     plan Π_M ∘ Π_E⁻¹; the plan fingerprint is all-reduced once before any payload moves;
 //  4. encoder dispatch (Π_E) of the encoder inputs;
 //  5. a deterministic stand-in "encode": output bytes are a function of the segment and of the
 //     input bytes the rank actually received;
@@ -16,11 +18,11 @@
 // Every payload byte is a pure function of (seed, segment, byte index), so every rank verifies
 // every byte it receives without extra communication. Every exchange goes through
 // `transport::execute`, which first all-reduces the plan fingerprint (all ranks throw if
-// they disagree). Byte sizes: encoder inputs 1 byte per encoder unit (patch, frame), encoder
-// outputs and text embeddings 4 bytes per LLM token — stand-ins small enough for a laptop.
-#include <mmbal/balance/lpt.hpp>
+// they disagree). Byte sizes (the orchestrator's `bytes_per_token` = 4): encoder inputs 4 bytes
+// per encoder unit (patch, frame), encoder outputs and text embeddings 4 bytes per LLM token —
+// stand-ins small enough for a laptop.
 #include <mmbal/core/rng.hpp>
-#include <mmbal/cost/functions.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/composition.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
@@ -48,8 +50,8 @@ using bytes = std::vector<std::byte>;
 
 constexpr std::uint64_t seed = 2026;
 constexpr std::uint64_t samples_per_rank = 16;
-constexpr std::uint64_t in_bytes_per_unit = 1;    // encoder input bytes per patch / frame
-constexpr std::uint64_t out_bytes_per_token = 4;  // encoder output / text embedding bytes per LLM token
+constexpr std::uint64_t bytes_per_token = 4;  // encoder input per unit; encoder output / text per LLM token
+constexpr rank_t ranks_per_node = 2;
 enum tag : std::uint64_t { encoder_input = 1, encoder_output = 2, text_embedding = 3 };
 
 /// Payload byte j of the `what` data of segment `key`: a pure function, the same on every rank.
@@ -83,11 +85,6 @@ bytes layout_bytes(std::span<const location> where, rank_t rank,
   return out;
 }
 
-/// A plan per phase, every rank computing the same: `lpt` on tokens from the origin layout.
-rearrangement balance_phase(const phase_items& items, rank_t d) {
-  return rearrangement::from_origin(items.origin, balance::lpt{}(items.weights, d, cost::tokens{}));
-}
-
 struct counters {
   std::uint64_t verified = 0;  // bytes compared with their expected value
   std::uint64_t wrong = 0;     // of which differed
@@ -119,37 +116,32 @@ int run(transport::mpi_transport& t) {
   // 2. Metadata all-gather.
   const workload w = transport::gather_workload(t, local);
 
-  // 3. Plans: LLM phase, then every encoder modality and its composed plan.
-  const phase_items llm = llm_phase_items(w);
-  const rearrangement pi_m = balance_phase(llm, d);
+  // 3. Plans (identical on every rank), checked collectively once before any payload moves.
+  orchestrate::orchestrator_options options;
+  options.ranks = d;
+  options.ranks_per_node = ranks_per_node;
+  options.bytes_per_token = bytes_per_token;
+  const orchestrate::orchestration plan = orchestrate::orchestrator(options).plan(w);
+  transport::check_agreement(t, plan.fingerprint);
+  const rearrangement& pi_m = plan.llm().forward;
   struct encoder_phase {
     std::string name;
-    phase_items items;
-    rearrangement pi_e, composed;
-    std::vector<std::uint64_t> in_sizes, out_sizes;
-    composition_traffic traffic;
+    const phase_items& items;
+    const rearrangement& pi_e;
+    const rearrangement& composed;
+    const std::vector<std::uint64_t>& in_sizes;   // encoder_len × bytes_per_token
+    const std::vector<std::uint64_t>& out_sizes;  // llm_tokens × bytes_per_token
   };
   std::vector<encoder_phase> encoders;
-  for (std::size_t m = 1; m < w.modalities.size(); ++m) {
-    encoder_phase e;
-    e.name = w.modalities[m];
-    e.items = encoder_phase_items(w, static_cast<modality_id>(m));
-    if (e.items.size() == 0) continue;
-    e.pi_e = balance_phase(e.items, d);
-    const encoder_to_llm_plans plans = compose_encoder_to_llm(e.items, e.pi_e, pi_m);
-    e.composed = plans.composed;
-    for (std::size_t i = 0; i < e.items.size(); ++i) {
-      const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
-      e.in_sizes.push_back(std::uint64_t{g.encoder_len} * in_bytes_per_unit);
-      e.out_sizes.push_back(std::uint64_t{g.llm_tokens} * out_bytes_per_token);
-    }
-    e.traffic = compare_composition(plans, e.out_sizes, 0);
-    encoders.push_back(std::move(e));
+  for (std::size_t k = 0; k + 1 < plan.phases.size(); ++k) {
+    const auto& ph = plan.phases[k];
+    const auto& c = plan.composed[k];
+    encoders.push_back({ph.name, ph.items, ph.forward, c.plans.composed, ph.item_bytes, c.item_bytes});
   }
   std::vector<std::uint64_t> text_sizes(w.samples.size(), 0);
   for (std::size_t s = 0; s < w.samples.size(); ++s)
     for (const segment& g : w.samples[s].segments)
-      if (g.modality == text_modality) text_sizes[s] += std::uint64_t{g.llm_tokens} * out_bytes_per_token;
+      if (g.modality == text_modality) text_sizes[s] += std::uint64_t{g.llm_tokens} * bytes_per_token;
 
   // Expected contents, from metadata alone.
   const auto input_of = [&](const encoder_phase& e, std::size_t i, bytes& out) {
@@ -166,7 +158,7 @@ int run(transport::mpi_transport& t) {
     const auto& segs = w.samples[s].segments;
     for (std::size_t k = 0; k < segs.size(); ++k)
       if (segs[k].modality == text_modality)
-        for (std::uint64_t j = 0; j < std::uint64_t{segs[k].llm_tokens} * out_bytes_per_token; ++j)
+        for (std::uint64_t j = 0; j < std::uint64_t{segs[k].llm_tokens} * bytes_per_token; ++j)
           out.push_back(byte_at(text_embedding, segment_key(w, s, k), j));
   };
 
@@ -215,7 +207,7 @@ int run(transport::mpi_transport& t) {
     bytes seq, expected;
     const auto& segs = w.samples[s].segments;
     for (std::size_t k = 0; k < segs.size(); ++k) {
-      const std::uint64_t n = std::uint64_t{segs[k].llm_tokens} * out_bytes_per_token;
+      const std::uint64_t n = std::uint64_t{segs[k].llm_tokens} * bytes_per_token;
       const std::uint64_t key = segment_key(w, s, k);
       if (segs[k].modality == text_modality) {
         seq.insert(seq.end(), llm_text.begin() + static_cast<std::ptrdiff_t>(at_text),
@@ -229,7 +221,7 @@ int run(transport::mpi_transport& t) {
                    src.begin() + static_cast<std::ptrdiff_t>(at_modality[p] + n));
         at_modality[p] += n;
         bytes in;
-        for (std::uint64_t j = 0; j < std::uint64_t{segs[k].encoder_len} * in_bytes_per_unit; ++j)
+        for (std::uint64_t j = 0; j < std::uint64_t{segs[k].encoder_len} * bytes_per_token; ++j)
           in.push_back(byte_at(encoder_input, key, j));
         for (std::uint64_t j = 0; j < n; ++j) expected.push_back(encode_byte(key, j, in));
       }
@@ -246,7 +238,7 @@ int run(transport::mpi_transport& t) {
     const std::size_t s = my_samples[q];
     std::uint64_t at = 0;
     for (const segment& g : w.samples[s].segments) {
-      const std::uint64_t n = std::uint64_t{g.llm_tokens} * out_bytes_per_token;
+      const std::uint64_t n = std::uint64_t{g.llm_tokens} * bytes_per_token;
       bytes& dst =
           g.modality == text_modality ? text_grad : modality_grad[static_cast<std::size_t>(phase_of[g.modality])];
       for (std::uint64_t j = 0; j < n; ++j) dst.push_back(~sequences[q][at + j]);
@@ -274,22 +266,19 @@ int run(transport::mpi_transport& t) {
   std::uint64_t sums[3] = {c.verified, c.wrong, moved_here};
   MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_UINT64_T, MPI_SUM, t.comm());
   if (me == 0) {
-    std::printf("mmbal mpi_step: %u ranks, %zu samples (omni), %zu encoder phases\n", d, w.samples.size(),
-                encoders.size());
-    const auto loads = [&](const phase_items& items, const rearrangement& r, bool after) {
-      std::vector<std::uint64_t> l(d, 0);
-      for (std::size_t i = 0; i < items.size(); ++i) l[(after ? r.destination : r.source)[i].rank] += items.weights[i];
-      return *std::max_element(l.begin(), l.end());
-    };
-    for (const encoder_phase& e : encoders)
-      std::printf("  %-6s %4zu segments  max load %8llu -> %8llu  composed %9llu B vs two-hop %9llu B\n",
-                  e.name.c_str(), e.items.size(), static_cast<unsigned long long>(loads(e.items, e.pi_e, false)),
-                  static_cast<unsigned long long>(loads(e.items, e.pi_e, true)),
-                  static_cast<unsigned long long>(e.traffic.composed.moved_bytes),
-                  static_cast<unsigned long long>(e.traffic.two_hop.moved_bytes));
-    std::printf("  %-6s %4zu samples   max load %8llu -> %8llu\n", "llm", llm.size(),
-                static_cast<unsigned long long>(loads(llm, pi_m, false)),
-                static_cast<unsigned long long>(loads(llm, pi_m, true)));
+    std::printf("mmbal mpi_step: %u ranks (%u per node), %zu samples (omni), %zu encoder phases\n", d, ranks_per_node,
+                w.samples.size(), encoders.size());
+    for (const auto& ph : plan.phases) {
+      const auto& r = ph.report;
+      std::printf("  %-6s %3llu items  max %7.0f -> %7.0f (lower bound %7.0f)  moved %7llu B  [%s / %s]\n",
+                  r.name.c_str(), static_cast<unsigned long long>(r.items), r.max_before, r.max_after, r.lower_bound,
+                  static_cast<unsigned long long>(r.moved_bytes), r.cost.c_str(), r.algorithm.c_str());
+    }
+    std::printf("  encoder outputs to the LLM ranks: composed %llu B vs two hops %llu B\n",
+                static_cast<unsigned long long>(plan.composed_bytes),
+                static_cast<unsigned long long>(plan.two_hop_bytes));
+    std::printf("  plan fingerprint %016llx (agreed by all ranks)\n",
+                static_cast<unsigned long long>(plan.fingerprint));
     std::printf("  forward bytes received (all ranks, incl. self): %llu\n", static_cast<unsigned long long>(sums[2]));
     std::printf("  verified %llu bytes forward and backward: %s\n", static_cast<unsigned long long>(sums[0]),
                 sums[1] == 0 ? "all correct" : "MISMATCHES");

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -76,6 +77,33 @@ TEST_CASE("copy lists and peer regions reproduce pack and unpack on random plans
         CHECK(gather_regions(rr, p, ref_out) == std::vector<std::byte>(rpart.begin(), rpart.end()));
         for (std::size_t k = sr.first[p]; k < sr.first[p + 1]; ++k) CHECK(sr.size[k] > 0);
       }
+
+      // item_peers: per peer, the items' sizes add up to the counts, peers never decrease,
+      // and the peers of the nonzero items match an independent reference built from the
+      // rearrangement (destination rank of each packed item, source rank of each received one).
+      const auto to = item_peers(plan.send_counts, plan.pack_sizes);
+      const auto from = item_peers(plan.recv_counts, plan.unpack_sizes);
+      std::vector<std::uint64_t> sent(d, 0), got(d, 0);
+      for (std::size_t k = 0; k < to.size(); ++k) sent[to[k]] += plan.pack_sizes[k];
+      for (std::size_t k = 0; k < from.size(); ++k) got[from[k]] += plan.unpack_sizes[k];
+      CHECK(sent == plan.send_counts);
+      CHECK(got == plan.recv_counts);
+      CHECK(std::is_sorted(to.begin(), to.end()));
+      CHECK(std::is_sorted(from.begin(), from.end()));
+      std::vector<mmbal::rank_t> ref_to, ref_from;  // items in pack / unpack order, nonzero only
+      for (std::uint32_t slot : plan.pack_slots)
+        for (std::size_t i = 0; i < r.size(); ++i)
+          if (r.source[i] == mmbal::location{q, slot} && sizes[i] > 0) ref_to.push_back(r.destination[i].rank);
+      for (std::uint32_t slot : plan.unpack_slots)
+        for (std::size_t i = 0; i < r.size(); ++i)
+          if (r.destination[i] == mmbal::location{q, slot} && sizes[i] > 0) ref_from.push_back(r.source[i].rank);
+      std::vector<mmbal::rank_t> nz_to, nz_from;
+      for (std::size_t k = 0; k < to.size(); ++k)
+        if (plan.pack_sizes[k] > 0) nz_to.push_back(to[k]);
+      for (std::size_t k = 0; k < from.size(); ++k)
+        if (plan.unpack_sizes[k] > 0) nz_from.push_back(from[k]);
+      CHECK(nz_to == ref_to);
+      CHECK(nz_from == ref_from);
     }
   }
 }
@@ -133,6 +161,10 @@ TEST_CASE("validate_peer_layout rejects inconsistent plans") {
   CHECK_THROWS_AS(check_buffers(good, good.input_bytes + 1, good.output_bytes), mmbal::invalid_input);
   CHECK_NOTHROW(check_buffers(good, good.input_bytes, good.output_bytes));
   CHECK_THROWS_AS(pack_copies(good, 0), mmbal::invalid_input);
+  // An item larger than what is left of the last peer's range does not fit anywhere.
+  const std::vector<std::uint64_t> counts{4, 0, 3}, item_sizes{4, 0, 2, 2};
+  CHECK_THROWS_AS(item_peers(counts, item_sizes), mmbal::invalid_input);
+  CHECK(item_peers(counts, std::vector<std::uint64_t>{4, 0, 3}) == std::vector<mmbal::rank_t>{0, 2, 2});
   std::vector<std::byte> small(1);
   std::vector<std::byte> big(good.send_bytes);
   CHECK_THROWS_AS(apply_copies(pack_copies(good), small, big), mmbal::invalid_input);

@@ -195,6 +195,31 @@ inline peer_regions make_regions(std::span<const std::uint64_t> counts, std::spa
 
 }  // namespace detail
 
+/// The peer of every item on one side of a plan: item i (in pack or unpack order) belongs to
+/// the peer whose byte range [displ, displ + count) of the packed buffer holds the item's
+/// first byte; a zero-size item takes the first peer whose range is not exhausted at its
+/// position (it carries no bytes, so any consistent choice is correct). Both ends of a point-to-point exchange see
+/// the nonzero items of a pair (p, q) in the same order — ascending destination slot — so
+/// they can be matched message by message. Throws `invalid_input` if an item straddles two
+/// peers' ranges. O(items + ranks).
+[[nodiscard]] inline std::vector<rank_t> item_peers(std::span<const std::uint64_t> counts,
+                                                    std::span<const std::uint64_t> sizes) {
+  std::vector<rank_t> out(sizes.size());
+  std::size_t p = 0;
+  std::uint64_t at = 0;   // packed position of the current item
+  std::uint64_t end = 0;  // end of peer p's range
+  if (!counts.empty()) end = counts[0];
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    while (p + 1 < counts.size() && at >= end) end += counts[++p];  // skip exhausted (and empty) peers
+    if (sizes[i] > 0 && (at >= end || sizes[i] > end - at))
+      mmbal::detail::throw_invalid("item_peers: item ", i, " of ", sizes[i], " bytes at ", at,
+                                   " does not fit the range of peer ", p);
+    out[i] = static_cast<rank_t>(p);
+    at += sizes[i];
+  }
+  return out;
+}
+
 /// Regions of the INPUT buffer per destination peer (send side of `MPI_Alltoallw`). O(items).
 [[nodiscard]] inline peer_regions send_regions(const alltoall_plan& plan) {
   return detail::make_regions(plan.send_counts, plan.pack_offsets, plan.pack_sizes);
