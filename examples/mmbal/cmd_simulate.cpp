@@ -127,10 +127,10 @@ void write_svg(const std::string& path, const mmbal::orchestrate::orchestration&
       << "\" stroke=\"black\"/>\n";
     s << "<line x1=\"" << left << "\" y1=\"" << base - h << "\" x2=\"" << left << "\" y2=\"" << base
       << "\" stroke=\"black\"/>\n";
-    s << "<text x=\"" << left - 5 << "\" y=\"" << base - h + 4 << "\" text-anchor=\"end\">" << std::setprecision(3)
-      << std::scientific << peak << "</text><text x=\"" << left - 5 << "\" y=\"" << base + 4
-      << "\" text-anchor=\"end\">0</text>\n"
-      << std::fixed << std::setprecision(2);
+    std::ostringstream peak_text;
+    peak_text << std::setprecision(3) << peak;
+    s << "<text x=\"" << left - 5 << "\" y=\"" << base - h + 4 << "\" text-anchor=\"end\">" << peak_text.str()
+      << "</text><text x=\"" << left - 5 << "\" y=\"" << base + 4 << "\" text-anchor=\"end\">0</text>\n";
     for (std::size_t q = 0; q < r.loads_before.size(); ++q) {
       const double x = left + slot * static_cast<double>(q);
       const double hb = h * r.loads_before[q] / peak, ha = h * r.loads_after[q] / peak;

@@ -324,7 +324,16 @@ class orchestrator {
     } catch (const invalid_input& e) {
       mmbal::detail::throw_invalid("phase '", name, "' (", describe(p.policy), "): ", e.what());
     }
-    const rearrangement unlabeled = rearrangement::from_origin(p.items.origin, p.balanced);
+    if (p.balanced.bins != d || p.balanced.size() != n)
+      mmbal::detail::throw_runtime("phase '", name, "': the partitioner returned ", p.balanced.size(), " items on ",
+                                   p.balanced.bins, " bins for ", n, " items on ", d, " ranks");
+    // Origin layout (slots in ascending item id on every rank, DESIGN.md §3), built directly:
+    // `rearrangement::from_origin` would validate both sides again; the tests validate.
+    rearrangement unlabeled{d, std::vector<location>(n), p.balanced.where};
+    {
+      std::vector<std::uint32_t> next(d, 0);
+      for (std::size_t i = 0; i < n; ++i) unlabeled.source[i] = location{p.items.origin[i], next[p.items.origin[i]]++};
+    }
     if (options_.relabel) {
       p.relabel = relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning);
     } else {
@@ -340,12 +349,15 @@ class orchestrator {
     r.cost = cost::to_spec(p.policy.cost);
     r.algorithm = balance::to_spec(p.policy.algorithm);
     r.items = n;
-    const assignment final_layout{d, p.forward.destination};
+    partition final_ranks{d, std::vector<rank_t>(n)};
+    for (std::size_t i = 0; i < n; ++i) final_ranks.bin_of[i] = p.forward.destination[i].rank;
     std::visit(
         [&](const auto& c) {
+          // Both fold every rank's items in ascending item id (all built-in costs are
+          // order-independent up to rounding of Σl²).
           r.loads_before = bin_loads(partition{d, std::vector<rank_t>(p.items.origin.begin(), p.items.origin.end())},
                                      std::span<const length_t>(p.items.weights), c);
-          r.loads_after = bin_loads(final_layout, std::span<const length_t>(p.items.weights), c);
+          r.loads_after = bin_loads(final_ranks, std::span<const length_t>(p.items.weights), c);
           r.lower_bound = p.policy.counts.kind == balance::count_cap::mode::equal
                               ? equal_count_lower_bound(std::span<const length_t>(p.items.weights), d, c)
                               : lower_bound(std::span<const length_t>(p.items.weights), d, c);
