@@ -30,6 +30,10 @@ struct generate_state {
   bool whisper_pad = false;
   std::uint32_t text_prefix = 16;
   std::vector<double> task_weights;
+  std::string llava_variant = "v1.5";
+  bool long_audio = false;
+  std::string doc_lengths = "magi";
+  double mm_doc_fraction = 0.5;
 };
 
 int run_generate(const generate_state& s) {
@@ -48,6 +52,17 @@ int run_generate(const generate_state& s) {
     std::copy(s.task_weights.begin(), s.task_weights.end(), o.omni_task_weights.begin());
   }
   o.layout = mmbal::parse_pack_layout(s.layout);
+  o.llava = mmbal::parse_llava_variant(s.llava_variant);
+  o.audio_long_stress = s.long_audio;
+  if (s.doc_lengths == "magi")
+    o.pack.doc_lengths = mmbal::doc_length_source::magiattention;
+  else if (s.doc_lengths == "heavy")
+    o.pack.doc_lengths = mmbal::doc_length_source::heavy_tail;
+  else
+    mmbal::detail::throw_invalid("--doc-lengths '", s.doc_lengths, "': expected magi or heavy");
+  if (!(s.mm_doc_fraction >= 0 && s.mm_doc_fraction <= 1))
+    mmbal::detail::throw_invalid("--mm-doc-fraction ", s.mm_doc_fraction, " outside [0, 1]");
+  o.pack.mm_doc_fraction = s.mm_doc_fraction;
   o.pack_tokens = s.pack_tokens;
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
   if (f == mmbal::family::longctx) {
@@ -105,6 +120,17 @@ const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> s
                   "omni only: 7 comma-separated task weights text_only,image_text,multi_image_video,asr,audio_qa,"
                   "image_audio,long_audio_text (default 0.15,0.30,0.10,0.15,0.15,0.10,0.05)")
       ->delimiter(',');
+  sub->add_option("--llava-variant", state->llava_variant,
+                  "llava only: v1.5 (665K mix), anyres (LLaVA-NeXT, 576 x (1 + grid tiles) image tokens) or pretrain "
+                  "(image + short caption) (default v1.5)");
+  sub->add_flag("--long-audio", state->long_audio,
+                "audio only: stress variant, every clip U(30, 300) s cut into 30 s windows");
+  sub->add_option("--doc-lengths", state->doc_lengths,
+                  "longctx mp only: document lengths from the MagiAttention histogram (magi) or the heavier "
+                  "tail of WORKLOADS.md (heavy) (default magi)");
+  sub->add_option("--mm-doc-fraction", state->mm_doc_fraction,
+                  "longctx mp only: probability that a document is multimodal; 0 gives pure-text causal "
+                  "documents (default 0.5)");
   sub->add_option("--output,-o", state->output, "write to FILE instead of stdout");
   return [state, samples] {
     state->samples_given = samples->count() > 0;

@@ -251,6 +251,10 @@ TEST_CASE("generators: option parsing", "[workload][generators]") {
   CHECK(mmbal::parse_pack_layout("mp") == mmbal::pack_layout::mp);
   CHECK_THROWS_WITH(mmbal::parse_pack_layout("zz"), Catch::Contains("'zz'"));
   CHECK(mmbal::parse_vision_backend("internvl") == mmbal::vision_backend::internvl);
+  CHECK(mmbal::parse_llava_variant("v1.5") == mmbal::llava_variant::v1_5);
+  CHECK(mmbal::parse_llava_variant("anyres") == mmbal::llava_variant::anyres);
+  CHECK(mmbal::parse_llava_variant("pretrain") == mmbal::llava_variant::pretrain);
+  CHECK_THROWS_WITH(mmbal::parse_llava_variant("next"), Catch::Contains("'next'"));
   CHECK_THROWS_WITH(mmbal::parse_vision_backend("clip"), Catch::Contains("'clip'"));
 
   mmbal::generator_options o;
@@ -266,6 +270,10 @@ TEST_CASE("generators: option parsing", "[workload][generators]") {
   o.p_asr = 0.5;
   o.llava_max_len = 100;
   CHECK_THROWS_WITH(mmbal::generate(mmbal::family::llava, o, data()), Catch::Contains("100"));
+  o.llava_max_len = 2048;
+  o.llava = mmbal::llava_variant::anyres;  // 2,880-token images do not fit 2,048
+  CHECK_THROWS_WITH(mmbal::generate(mmbal::family::llava, o, data()), Catch::Contains("2880"));
+  o.llava = mmbal::llava_variant::v1_5;
   CHECK_THROWS_WITH(mmbal::generate_pack(mmbal::pack_layout::mp, 0, 1, data()), Catch::Contains("pack_tokens = 0"));
   CHECK_THROWS_WITH(mmbal::generate_pack(mmbal::pack_layout::mp, 3, 1, data()), Catch::Contains("3"));
   CHECK_THROWS_AS(mmbal::generate(mmbal::family::omni, o, mmbal::length_data{}), mmbal::invalid_input);
@@ -570,4 +578,94 @@ TEST_CASE("generators: data directory precedence", "[workload][generators]") {
   else
     ::unsetenv("MMBAL_DATA_DIR");
   fs::remove_all(copy);
+}
+
+TEST_CASE("generators: LLaVA variants, long-audio stress, heavy-tail and text-only packs", "[workload][generators]") {
+  // anyres grid choice: LLaVA-NeXT select_best_resolution by hand for these sizes.
+  CHECK(mmbal::anyres_grid_tiles(640, 480) == 4);  // 672x672 holds it at scale 1.05
+  CHECK(mmbal::anyres_grid_tiles(480, 640) == 4);
+  CHECK(mmbal::anyres_grid_tiles(1000, 100) == 3);  // 1008x336: effective 1008x100
+  CHECK(mmbal::anyres_grid_tiles(100, 1000) == 3);
+  CHECK(mmbal::anyres_grid_tiles(300, 150) == 2);  // all pins hold it, 336x672 and 672x336 waste the same: first
+  CHECK_THROWS_AS(mmbal::anyres_grid_tiles(0, 1), mmbal::invalid_input);
+
+  mmbal::generator_options o;
+  o.llava = mmbal::llava_variant::anyres;
+  const mmbal::workload any = gen(mmbal::family::llava, 2, 3000, o);
+  std::set<std::uint32_t> views;
+  for (const auto& s : any.samples) {
+    CHECK(s.llm_length() <= 4096);
+    for (const auto& g : s.segments)
+      if (g.modality != mmbal::text_modality) {
+        REQUIRE(g.llm_tokens % 576 == 0);
+        REQUIRE(g.encoder_len == g.llm_tokens / 576 * 577);
+        views.insert(g.llm_tokens / 576);
+      }
+  }
+  for (std::uint32_t v : views) CHECK((v >= 3 && v <= 5));  // base view + 2..4 grid tiles
+  CHECK(views.count(5) == 1);
+
+  o.llava = mmbal::llava_variant::pretrain;
+  const mmbal::workload pre = gen(mmbal::family::llava, 2, 3000, o);
+  double caption = 0;
+  for (const auto& s : pre.samples) {
+    std::uint32_t text = 0, images = 0;
+    for (const auto& g : s.segments) {
+      if (g.modality == mmbal::text_modality)
+        text += g.llm_tokens;
+      else
+        images += g.llm_tokens == 576;
+    }
+    REQUIRE(images == 1);
+    REQUIRE((text >= 3 && text <= 77));
+    caption += text;
+  }
+  CHECK_REL(caption / 3000, 14 * std::exp(0.6 * 0.6 / 2), 0.05);  // lognormal mean, barely clipped
+
+  mmbal::generator_options la;
+  la.audio_long_stress = true;
+  const mmbal::workload longa = gen(mmbal::family::audio, 2, 2000, la);
+  for (const auto& s : longa.samples) {
+    std::uint64_t audio = 0, windows = 0;
+    for (const auto& g : s.segments)
+      if (g.modality != mmbal::text_modality) {
+        REQUIRE(g.llm_tokens <= 750);
+        audio += g.llm_tokens;
+        ++windows;
+      }
+    REQUIRE((windows >= 1 && windows <= 10));
+    REQUIRE(audio >= 30 * 25 - 2);  // ≥ 30 s at 25 tokens per second
+  }
+
+  // Heavy-tail MP packs: exact length, fewer (longer) documents than the MagiAttention ones.
+  mmbal::pack_options heavy, magi;
+  heavy.doc_lengths = mmbal::doc_length_source::heavy_tail;
+  heavy.docs_per_refill = magi.docs_per_refill = 5000;
+  mmbal::pack_generator ph(mmbal::pack_layout::mp, 32768, 3, data(), heavy),
+      pm(mmbal::pack_layout::mp, 32768, 3, data(), magi);
+  double docs_h = 0, docs_m = 0;
+  for (int p = 0; p < 30; ++p) {
+    const mmbal::workload a = ph.next(), b = pm.next();
+    std::uint64_t total = 0;
+    for (const auto& d : a.samples) total += d.llm_length();
+    REQUIRE(total == 32768);
+    docs_h += static_cast<double>(a.samples.size());
+    docs_m += static_cast<double>(b.samples.size());
+  }
+  CHECK(docs_h < 0.5 * docs_m);
+
+  // mm_doc_fraction = 0: the pure-text causal_document control; its mask is block-causal.
+  mmbal::generator_options t;
+  t.layout = mmbal::pack_layout::mp;
+  t.pack_tokens = 32768;
+  t.pack.mm_doc_fraction = 0;
+  const mmbal::workload text = mmbal::generate(mmbal::family::longctx, t, data());
+  CHECK(text.modalities == std::vector<std::string>{"text"});
+  double area = 0;
+  for (const auto& d : text.samples) {
+    REQUIRE(d.segments.size() == 1);
+    const double n = d.llm_length();
+    area += n * (n + 1) / 2;
+  }
+  CHECK(mask_area(text) == area);
 }

@@ -66,6 +66,27 @@ enum class vision_backend {
   internvl,  ///< InternVL dynamic_preprocess tiles (max 12), 256 tokens / 1,025 patches per tile
 };
 
+/// Variants of family (a) (WORKLOADS.md).
+enum class llava_variant {
+  v1_5,      ///< LLaVA-1.5 665K instruction mix: 0/1 image of 576 tokens
+  anyres,    ///< LLaVA-NeXT anyres: 576·(1 + k) image tokens, k = grid tiles (2..4) of a COCO size
+  pretrain,  ///< LCS-558K pretraining: 1 image of 576 tokens + a caption LN(14, 0.6) [3, 77]
+};
+
+/// Document-length distribution of MP packs.
+enum class doc_length_source {
+  magiattention,  ///< the MagiAttention histogram (13.46 M real documents), log-uniform in a bin
+  heavy_tail,     ///< WORKLOADS.md's heavier tail: intervals 0–2K ... 2–4M, uniform inside
+};
+
+/// "v1.5" | "anyres" | "pretrain". Throws `invalid_input` otherwise.
+[[nodiscard]] inline llava_variant parse_llava_variant(std::string_view s) {
+  if (s == "v1.5") return llava_variant::v1_5;
+  if (s == "anyres") return llava_variant::anyres;
+  if (s == "pretrain") return llava_variant::pretrain;
+  detail::throw_invalid("unknown llava variant '", s, "' (expected v1.5, anyres or pretrain)");
+}
+
 /// "llava" | "internvl" | "audio" | "omni" | "longctx". Throws `invalid_input` otherwise.
 [[nodiscard]] inline family parse_family(std::string_view s) {
   if (s == "llava") return family::llava;
@@ -110,26 +131,6 @@ enum class vision_backend {
   detail::throw_invalid("unknown vision backend '", s, "' (expected qwen2vl or internvl)");
 }
 
-/// Options of `generate`. Every knob has the default of shared/WORKLOADS.md.
-struct generator_options {
-  std::uint64_t samples = 0;            ///< number of samples (ignored by longctx, which makes one pack)
-  rank_t ranks = 1;                     ///< samples are dealt round-robin: rank = index % ranks (> 0)
-  std::uint64_t seed = 0;               ///< the whole workload is a function of (family, options, data)
-  std::uint32_t internvl_max_num = 12;  ///< (b) dynamic_preprocess max_num, 1..40
-  vision_backend omni_vision = vision_backend::qwen2vl;  ///< (d) vision accounting
-  bool whisper_pad_to_30s = false;     ///< (c), (d): audio encoder length 1,500 per clip (vanilla Whisper)
-  double p_asr = 0.5;                  ///< (c): probability of an ASR sample (else audio QA), in [0, 1]
-  std::uint32_t llava_max_len = 2048;  ///< (a): text is truncated so the sequence is at most this (≥ 576)
-  std::uint32_t text_prefix = 16;      ///< text tokens placed before the media (segment order)
-  /// (d) task weights (need not sum to 1; non-negative, not all 0), in the order text_only,
-  /// image_text, multi_image_video, asr, audio_qa, image_audio, long_audio_text. Change them
-  /// over steps for a curriculum drift, or raise long_audio_text / multi_image_video to 0.15
-  /// for the heavy-tail setting of WORKLOADS.md.
-  std::array<double, 7> omni_task_weights{0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.05};
-  pack_layout layout = pack_layout::mp;  ///< (e) layout
-  std::uint32_t pack_tokens = 65536;     ///< (e) pack length L
-};
-
 /// Options of the long-context pack sampler (defaults = the reference generator's).
 struct pack_options {
   double chunk_ratio = 0.25;     ///< MP: documents are cut into pieces of ⌊L · chunk_ratio⌋
@@ -139,6 +140,37 @@ struct pack_options {
   double mp_span_lo = 0.2;  ///< MP: spans take U(lo, hi) of a multimodal document
   double mp_span_hi = 0.9;
   std::uint32_t docs_per_refill = 200000;  ///< MP: documents drawn per refill of the piece pool
+  /// MP: where document lengths come from. With `mm_doc_fraction = 0` MP packs are the
+  /// pure-text `causal_document` control of WORKLOADS.md.
+  doc_length_source doc_lengths = doc_length_source::magiattention;
+};
+
+/// Options of `generate`. Every knob has the default of shared/WORKLOADS.md.
+struct generator_options {
+  std::uint64_t samples = 0;            ///< number of samples (ignored by longctx, which makes one pack)
+  rank_t ranks = 1;                     ///< samples are dealt round-robin: rank = index % ranks (> 0)
+  std::uint64_t seed = 0;               ///< the whole workload is a function of (family, options, data)
+  std::uint32_t internvl_max_num = 12;  ///< (b) dynamic_preprocess max_num, 1..40
+  vision_backend omni_vision = vision_backend::qwen2vl;  ///< (d) vision accounting
+  bool whisper_pad_to_30s = false;            ///< (c), (d): audio encoder length 1,500 per clip (vanilla Whisper)
+  double p_asr = 0.5;                         ///< (c): probability of an ASR sample (else audio QA), in [0, 1]
+  llava_variant llava = llava_variant::v1_5;  ///< (a) variant
+  /// (a): text is truncated so the sequence is at most this; 0 = the variant's
+  /// model_max_length (2048 for v1.5 and pretrain, 4096 for anyres). Must be ≥ the largest
+  /// image (576 tokens; 2,880 for anyres).
+  std::uint32_t llava_max_len = 0;
+  /// (c) stress variant: every clip lasts U(30, 300) s and is cut into 30 s windows (≤ 750
+  /// tokens each); ASR text follows the whole duration.
+  bool audio_long_stress = false;
+  std::uint32_t text_prefix = 16;  ///< text tokens placed before the media (segment order)
+  /// (d) task weights (need not sum to 1; non-negative, not all 0), in the order text_only,
+  /// image_text, multi_image_video, asr, audio_qa, image_audio, long_audio_text. Change them
+  /// over steps for a curriculum drift, or raise long_audio_text / multi_image_video to 0.15
+  /// for the heavy-tail setting of WORKLOADS.md.
+  std::array<double, 7> omni_task_weights{0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.05};
+  pack_layout layout = pack_layout::mp;  ///< (e) layout
+  std::uint32_t pack_tokens = 65536;     ///< (e) pack length L
+  pack_options pack{};                   ///< (e) sampler options
 };
 
 namespace detail {
@@ -257,6 +289,32 @@ struct audio_clip {
           static_cast<std::uint32_t>(std::max<std::int64_t>(0, tok))};
 }
 
+/// LLaVA-NeXT anyres: the number of 336 px grid tiles k of the resolution that
+/// `select_best_resolution` picks for a w × h image among the grid pinpoints
+/// (336×672, 672×336, 672×672, 1008×336, 336×1008): the largest effective resolution, then
+/// the least waste. The image then costs 576·(1 + k) LLM tokens (base view + k tiles). O(1).
+[[nodiscard]] inline std::uint32_t anyres_grid_tiles(std::uint32_t w, std::uint32_t h) {
+  if (w == 0 || h == 0) detail::throw_invalid("anyres_grid_tiles: bad size ", w, "x", h);
+  static constexpr std::array<std::pair<std::uint32_t, std::uint32_t>, 5> pins{
+      std::pair{336u, 672u}, std::pair{672u, 336u}, std::pair{672u, 672u}, std::pair{1008u, 336u},
+      std::pair{336u, 1008u}};
+  std::uint64_t best_eff = 0, best_waste = std::numeric_limits<std::uint64_t>::max();
+  std::pair<std::uint32_t, std::uint32_t> best{336, 672};
+  const double W = w, H = h;
+  for (const auto& [pw, ph] : pins) {
+    const double scale = std::min(pw / W, ph / H);
+    const auto dw = static_cast<std::uint64_t>(W * scale), dh = static_cast<std::uint64_t>(H * scale);
+    const std::uint64_t eff = std::min<std::uint64_t>(dw * dh, std::uint64_t{w} * h);
+    const std::uint64_t waste = std::uint64_t{pw} * ph - eff;
+    if (eff > best_eff || (eff == best_eff && waste < best_waste)) {
+      best_eff = eff;
+      best_waste = waste;
+      best = {pw, ph};
+    }
+  }
+  return (best.first / 336) * (best.second / 336);
+}
+
 namespace detail {
 
 /// One medium of a generated sample before it becomes a segment.
@@ -282,8 +340,10 @@ class family_sampler {
     if (o.internvl_max_num == 0 || o.internvl_max_num > 40)
       throw_invalid("generator: internvl_max_num ", o.internvl_max_num, " outside [1, 40]");
     if (!(o.p_asr >= 0 && o.p_asr <= 1)) throw_invalid("generator: p_asr ", o.p_asr, " outside [0, 1]");
-    if (o.llava_max_len < llava_image_tokens)
-      throw_invalid("generator: llava_max_len ", o.llava_max_len, " < ", llava_image_tokens, " (one image)");
+    const std::uint32_t biggest = o.llava == llava_variant::anyres ? 5 * llava_image_tokens : llava_image_tokens;
+    llava_max_len_ = o.llava_max_len ? o.llava_max_len : (o.llava == llava_variant::anyres ? 4096 : 2048);
+    if (llava_max_len_ < biggest)
+      throw_invalid("generator: llava_max_len ", llava_max_len_, " < ", biggest, " (the largest image)");
     if (d.librispeech_train.empty() || d.librispeech_test.empty() || d.omnibal.empty() || d.coco_sizes.empty())
       throw_invalid("generator: length data not loaded (use load_length_data)");
     double acc_w = 0;
@@ -315,7 +375,22 @@ class family_sampler {
     return {k_audio, c.tokens, c.enc_frames};
   }
 
-  // (a) LLaVA-1.5 665K mixture.
+  // Long audio in ≤ 30 s windows, each encoded separately (reference audio_items_chunked).
+  void chunked_audio(gen_sample& s, double seconds) const {
+    for (double left = seconds; left > 1e-6;) {
+      const double w = std::min(30.0, left);
+      s.media.push_back(audio_media(w));
+      left -= w;
+    }
+  }
+  void add_audio(gen_sample& s, double seconds) const {
+    if (o_.audio_long_stress)  // the reference keeps a 32 s LibriSpeech utterance whole otherwise
+      chunked_audio(s, seconds);
+    else
+      s.media.push_back(audio_media(seconds));
+  }
+
+  // (a) LLaVA-1.5 665K mixture and its variants.
   gen_sample llava(rng_engine& g) const {
     static constexpr std::array<double, 4> cum{158, 198, 530, 664};
     struct grp {
@@ -325,11 +400,25 @@ class family_sampler {
     };
     static constexpr std::array<grp, 4> groups{grp{true, 220, 0.55, 40, 1400}, grp{false, 900, 0.85, 40, 2048},
                                                grp{true, 120, 0.70, 30, 1200}, grp{true, 300, 0.50, 60, 1500}};
-    const grp& gr = groups[choose_cumulative(g, cum)];
     gen_sample s;
+    if (o_.llava == llava_variant::pretrain) {  // LCS-558K: image + short caption
+      s.add(k_image, llava_image_tokens, llava_image_patches);
+      s.text = std::min(lognormal_int(g, 14, 0.6, 3, 77), llava_max_len_ - llava_image_tokens);
+      return s;
+    }
+    const grp& gr = groups[choose_cumulative(g, cum)];
     s.text = lognormal_int(g, gr.median, gr.sigma, gr.lo, gr.hi);
-    if (gr.image) s.add(k_image, llava_image_tokens, llava_image_patches);
-    s.text = std::min(s.text, o_.llava_max_len - (gr.image ? llava_image_tokens : 0));  // model_max_length
+    std::uint32_t image = 0;
+    if (gr.image) {
+      std::uint32_t views = 1;  // LLaVA-1.5: the base view only
+      if (o_.llava == llava_variant::anyres) {
+        const image_size sz = coco(g);
+        views += anyres_grid_tiles(sz.width, sz.height);
+      }
+      image = llava_image_tokens * views;
+      s.add(k_image, image, llava_image_patches * views);
+    }
+    s.text = std::min(s.text, llava_max_len_ - image);  // truncated at model_max_length
     return s;
   }
 
@@ -382,9 +471,9 @@ class family_sampler {
     gen_sample s;
     if (uniform01(g) < p_asr) {
       const auto& pool = uniform01(g) < 0.8 ? d_.librispeech_train : d_.librispeech_test;
-      const double sec = pool[uniform_below(g, pool.size())];
+      const double sec = o_.audio_long_stress ? uniform_real(g, 30.0, 300.0) : pool[uniform_below(g, pool.size())];
       s.text = 20 + static_cast<std::uint32_t>(round_half_even(3.6 * sec));  // prompt + transcript [EST]
-      s.media.push_back(audio_media(sec));
+      add_audio(s, sec);
       return s;
     }
     static constexpr std::array<double, 4> cum{45, 70, 90, 100};  // speech, sound, music, mixed
@@ -406,7 +495,8 @@ class family_sampler {
       s.text = lognormal_int(g, 45, 0.4, 15, 200) + static_cast<std::uint32_t>(uniform_int(g, 1, 5));
     else  // open-ended chat item
       s.text = lognormal_int(g, 30, 0.5, 8, 200) + lognormal_int(g, 80, 0.8, 5, 800);
-    s.media.push_back(audio_media(sec));
+    if (o_.audio_long_stress) sec = uniform_real(g, 30.0, 300.0);
+    add_audio(s, sec);
     return s;
   }
 
@@ -468,12 +558,7 @@ class family_sampler {
         break;
       default: {  // long audio, 30 s .. 5 min, in 30 s windows
         s.text = lognormal_int(g, 1000, 0.6, 100, 6000);
-        double left = uniform_real(g, 30.0, 300.0);
-        while (left > 1e-6) {
-          const double w = std::min(30.0, left);
-          s.media.push_back(audio_media(w));
-          left -= w;
-        }
+        chunked_audio(s, uniform_real(g, 30.0, 300.0));
       }
     }
     return s;
@@ -485,6 +570,7 @@ class family_sampler {
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> ratios_;  // [max_num]
   std::vector<double> multi16_, multi8_;  // cumulative n^-1.5 for n = 2..16 and 2..8
   std::array<double, 7> omni_cum_{};      // cumulative omni task weights
+  std::uint32_t llava_max_len_ = 2048;
 };
 
 /// Appends a generated sample as segments: prefix text, media, rest of the text.
@@ -638,6 +724,13 @@ class pack_generator {
   }
 
   std::uint32_t magi_doc_len() {
+    if (o_.doc_lengths == doc_length_source::heavy_tail) {
+      static constexpr std::array<double, 12> cum{0.16, 0.21, 0.25, 0.31, 0.39, 0.60,
+                                                  1.00, 1.20, 1.25, 1.29, 1.30, 1.31};
+      const std::size_t k = choose_cumulative(g_, cum);
+      const std::uint32_t lo = k == 0 ? 1 : 2048u << (k - 1), hi = 2048u << k;  // 0–2K, 2–4K, ..., 2–4M
+      return static_cast<std::uint32_t>(uniform_int(g_, lo, hi));
+    }
     const doc_length_bin& b = d_.magi_bins[choose_cumulative(g_, d_.magi_cumulative)];
     const double x =
         std::exp(uniform_real(g_, std::log(static_cast<double>(b.lo)), std::log(static_cast<double>(b.hi))));
@@ -713,7 +806,7 @@ class pack_generator {
 [[nodiscard]] inline workload generate(family f, const generator_options& options, const length_data& data) {
   if (options.ranks == 0) detail::throw_invalid("generate: ranks = 0");
   if (f == family::longctx) {
-    workload w = generate_pack(options.layout, options.pack_tokens, options.seed, data);
+    workload w = generate_pack(options.layout, options.pack_tokens, options.seed, data, options.pack);
     for (std::size_t i = 0; i < w.samples.size(); ++i) w.samples[i].rank = static_cast<rank_t>(i % options.ranks);
     return w;
   }
