@@ -2,8 +2,10 @@
 /// @file
 /// MPI transport (target `mmbal::mpi` = mmbal + MPI::MPI_CXX): metadata all-gather
 /// (`MPI_Allgatherv`), the max all-reduce behind the plan fingerprint check, and plan
-/// execution by two methods:
+/// execution by three methods:
 /// - `alltoallv`: pack (memcpy runs) → `MPI_Alltoallv` of bytes → unpack;
+/// - `p2p`: one `MPI_Isend`/`MPI_Irecv` per item straight between the input and output
+///   buffers (zero copy, contiguous messages), self items by memcpy;
 /// - `alltoallw`: one `MPI_Alltoallw` whose per-peer derived datatypes
 ///   (`MPI_Type_create_hindexed` over the items' byte regions, from `send_regions` /
 ///   `recv_regions`) read the input buffer and write the output buffer in place: no pack
@@ -42,6 +44,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <tuple>
@@ -77,6 +80,7 @@ namespace mmbal::transport {
 enum class mpi_method : std::uint8_t {
   alltoallv,  ///< pack, MPI_Alltoallv of bytes, unpack (default)
   alltoallw,  ///< MPI_Alltoallw with hindexed datatypes on the unpacked buffers (no pack copy)
+  p2p,        ///< one MPI_Isend/MPI_Irecv per item, straight between input and output (no copy)
 };
 
 /// Options of `mpi_transport`. Defaults: `alltoallv`.
@@ -232,10 +236,17 @@ class mpi_transport {
   /// size — a local throw leaves the other ranks waiting, so call through `execute`, which
   /// checks collectively first.
   void all_to_all(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
-    if (options_.method == mpi_method::alltoallw)
-      all_to_all_w(plan, send, recv);
-    else
-      all_to_all_v(plan, send, recv);
+    switch (options_.method) {
+      case mpi_method::alltoallw:
+        all_to_all_w(plan, send, recv);
+        return;
+      case mpi_method::p2p:
+        all_to_all_p2p(plan, send, recv);
+        return;
+      case mpi_method::alltoallv:
+        break;
+    }
+    all_to_all_v(plan, send, recv);
   }
 
   /// Pack → `exchange_packed` → unpack. Staging buffers are kept between calls. Memory:
@@ -271,6 +282,63 @@ class mpi_transport {
     MMBAL_MPI_CHECK(MPI_Alltoallw(detail::non_null(const_cast<std::byte*>(send.data())), send_counts.data(),
                                   zero.data(), send_types.data(), detail::non_null(recv.data()), recv_counts.data(),
                                   zero.data(), recv_types.data(), comm_));
+  }
+
+  /// Zero-copy point-to-point execution: every nonzero item received from another rank gets
+  /// its own `MPI_Irecv` straight into its place in `recv`, every nonzero item sent to
+  /// another rank its own `MPI_Isend` straight from its place in `send`; items this rank
+  /// keeps are copied input → output with memcpy; then one `MPI_Waitall`. Matching relies
+  /// on MPI's non-overtaking rule (same source, tag and communicator): sender and receiver
+  /// list the items of a pair in the same order, ascending destination slot (`item_peers`).
+  /// Items above 2^30 bytes travel as several messages. Each message is contiguous, so
+  /// shared-memory transports can use their single-copy path (Linux CMA in OpenMPI) where
+  /// `alltoallw`'s non-contiguous datatypes cannot. Cost: ~1 message per item, so for many
+  /// tiny items `alltoallv` is cheaper. No staging memory. Collective (every rank calls it).
+  void all_to_all_p2p(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
+    check_plan(plan, send.size(), recv.size());
+    const std::vector<rank_t> to = item_peers(plan.send_counts, plan.pack_sizes);
+    const std::vector<rank_t> from = item_peers(plan.recv_counts, plan.unpack_sizes);
+    requests_.clear();
+    const auto post = [&](bool is_recv, std::byte* base, std::uint64_t offset, std::uint64_t size, rank_t peer) {
+      for (std::uint64_t done = 0; done < size;) {
+        const std::uint64_t n = size - done < detail::mpi_max_block ? size - done : detail::mpi_max_block;
+        MPI_Request req = MPI_REQUEST_NULL;
+        if (is_recv)
+          MMBAL_MPI_CHECK(MPI_Irecv(base + offset + done, static_cast<int>(n), MPI_BYTE, static_cast<int>(peer),
+                                    p2p_tag, comm_, &req));
+        else
+          MMBAL_MPI_CHECK(MPI_Isend(base + offset + done, static_cast<int>(n), MPI_BYTE, static_cast<int>(peer),
+                                    p2p_tag, comm_, &req));
+        requests_.push_back(req);
+        done += n;
+      }
+    };
+    // Receives first, so that large (rendezvous) sends find them posted.
+    for (std::size_t k = 0; k < from.size(); ++k)
+      if (from[k] != rank_ && plan.unpack_sizes[k] > 0)
+        post(true, recv.data(), plan.unpack_offsets[k], plan.unpack_sizes[k], from[k]);
+    for (std::size_t k = 0; k < to.size(); ++k)
+      if (to[k] != rank_ && plan.pack_sizes[k] > 0)
+        post(false, const_cast<std::byte*>(send.data()), plan.pack_offsets[k], plan.pack_sizes[k], to[k]);
+    // Self part while the messages fly: the k-th kept item in pack order is the k-th in unpack order.
+    bool self_ok = true;
+    std::size_t b = 0;
+    for (std::size_t a = 0; a < to.size(); ++a) {
+      if (to[a] != rank_ || plan.pack_sizes[a] == 0) continue;
+      while (b < from.size() && (from[b] != rank_ || plan.unpack_sizes[b] == 0)) ++b;
+      if (b == from.size() || plan.unpack_sizes[b] != plan.pack_sizes[a]) {
+        self_ok = false;
+        break;
+      }
+      std::memcpy(recv.data() + plan.unpack_offsets[b], send.data() + plan.pack_offsets[a], plan.pack_sizes[a]);
+      ++b;
+    }
+    if (requests_.size() > static_cast<std::size_t>(INT_MAX))
+      mmbal::detail::throw_invalid("mpi_transport::all_to_all_p2p: ", requests_.size(), " messages exceed INT_MAX");
+    MMBAL_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    if (!self_ok)
+      mmbal::detail::throw_invalid("mpi_transport::all_to_all_p2p: rank ", rank_,
+                                   "'s plan keeps different items on the send and receive side");
   }
 
   /// The raw exchange of already packed buffers (`plan.send_bytes` / `plan.recv_bytes`):
@@ -354,6 +422,8 @@ class mpi_transport {
   rank_t size_ = 0;
   std::vector<std::byte> send_, recv_;
   std::vector<int> ints_;
+  std::vector<MPI_Request> requests_;
+  static constexpr int p2p_tag = 7;  // the communicator is private: any fixed tag is safe
 };
 
 static_assert(reducing_transport<mpi_transport>);
