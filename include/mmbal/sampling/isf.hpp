@@ -327,11 +327,15 @@ struct length_stats {
   return q;
 }
 
-/// Options of `search_thresholds`. Defaults: 10 rounds, seed 0, a 7 × 7 grid of scales around
-/// the statistical choice, average batch within 10 % of the target.
+/// Options of `search_thresholds`. Defaults: 10 rounds, seed 0, 12 calibration steps, a 7 × 7
+/// grid of scales around the calibrated statistical choice, average batch within 10 % of the
+/// target.
 struct threshold_search_options {
   std::uint32_t iterations = 10;  ///< T of every ISF run
   std::uint64_t seed = 0;         ///< seed of every ISF run (the same for all candidates)
+  /// Bisection steps that scale the statistical (Qv, Qt) together (ratio kept) until ISF's
+  /// average batch meets the target, before the grid; 0 = grid around the statistical choice.
+  std::uint32_t calibration_steps = 12;
   std::vector<double> qt_scales{0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5};   ///< Qt candidates = round(scale · Qt₀)
   std::vector<double> qv_scales{0.6, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};  ///< Qv candidates = round(scale · Qv₀)
   double batch_tolerance = 0.1;  ///< admissible |average batch − target| / target
@@ -340,6 +344,7 @@ struct threshold_search_options {
 
 /// The chosen thresholds and how they did.
 struct threshold_search_result {
+  isf_thresholds start;           ///< the grid's centre: the calibrated statistical choice
   isf_thresholds thresholds;      ///< best candidate (Qv' = Qv, Qt' = default_qt_target(Qt))
   grouping_metrics metrics;       ///< its pad ratio, dist ratios, average batch
   double objective = 0;           ///< pad ratio + dist ratio (vision) + dist ratio (text)
@@ -348,13 +353,17 @@ struct threshold_search_result {
 };
 
 /// Tunes (Qv, Qt) for a target average batch size the way OmniBal tunes its thresholds
-/// (Table 6): start from `derive_thresholds(stats, target_batch)`, run ISF (oversize samples
-/// as singletons) for every pair on the grid of scales, deal the groups to `ranks` devices per
+/// (Table 6): start from `derive_thresholds(stats, target_batch)`; calibrate it — a bisection
+/// on a common factor s ∈ [1/4, 4] of Qv and Qt (log scale, `calibration_steps` ISF runs),
+/// because the greedy fill leaves groups below Qt and the statistical Qt therefore yields
+/// fewer samples per group than the target, the more so the smaller the target; then run ISF
+/// (oversize samples as singletons) for the statistical pair and for every pair on the grid
+/// of scales around the calibrated centre (`start`), deal the groups to `ranks` devices per
 /// step, and keep the pair minimising pad ratio + dist ratio (ViT) + dist ratio (LLM) among
 /// those whose average batch is within `batch_tolerance` of the target. If none is, the pair
-/// whose average batch is closest to the target wins. Ties go to the earlier grid point (Qt
-/// scales outer, Qv scales inner), so the result is deterministic.
-/// Complexity O(|qt_scales| · |qv_scales| · n · (T + 1)).
+/// whose average batch is closest to the target wins. Ties go to the earlier candidate (the
+/// statistical pair, then Qt scales outer, Qv scales inner), so the result is deterministic.
+/// Complexity O((calibration_steps + 1 + |qt_scales| · |qv_scales|) · n · (T + 1)).
 /// Throws `invalid_input` for ranks = 0, target_batch <= 0, empty scale lists or non-positive
 /// scales, and whatever `derive_thresholds` rejects.
 /// @see OmniBal §5.2, Tables 3 and 6.
@@ -373,43 +382,69 @@ struct threshold_search_result {
     if (!(s > 0) || !std::isfinite(s)) detail::throw_invalid("search_thresholds: qv scale ", s, " must be > 0");
   if (!(options.batch_tolerance >= 0))
     detail::throw_invalid("search_thresholds: batch_tolerance = ", options.batch_tolerance);
-  const isf_thresholds base = derive_thresholds(compute_length_stats(vision, text), target_batch);
-
-  threshold_search_result best;
-  bool have = false;
-  double best_gap = 0;
-  std::vector<isf_thresholds> seen;
+  const isf_thresholds statistical = derive_thresholds(compute_length_stats(vision, text), target_batch);
   const auto scaled = [](std::uint64_t x, double s) {
     return std::max<std::uint64_t>(
         1, static_cast<std::uint64_t>(std::min(std::round(static_cast<double>(x) * s), 9.0e18)));
   };
+  const auto run = [&](std::uint64_t qv, std::uint64_t qt) {
+    isf_options o;
+    o.qv = qv;
+    o.qt = qt;
+    o.iterations = options.iterations;
+    o.seed = options.seed;
+    o.sort_tail = options.sort_tail;
+    return evaluate_grouping(isf(vision, text, o).groups, vision, text, ranks);
+  };
+  // Average batch grows with the common scale (more room per group), up to ISF's randomness;
+  // bisection in log scale keeps the ratio Qv / Qt of the statistical rule.
+  double lo = 0.25, hi = 4.0;
+  for (std::uint32_t step = 0; step < options.calibration_steps; ++step) {
+    const double mid = std::sqrt(lo * hi);
+    if (run(scaled(statistical.qv, mid), scaled(statistical.qt, mid)).average_batch < target_batch)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const double factor = options.calibration_steps > 0 ? std::sqrt(lo * hi) : 1.0;
+  isf_options centre;
+  centre.qv = scaled(statistical.qv, factor);
+  centre.qt = scaled(statistical.qt, factor);
+  const isf_thresholds base = resolve_thresholds(centre);
+
+  threshold_search_result best;
+  best.start = base;
+  bool have = false;
+  double best_gap = 0;
+  std::vector<isf_thresholds> seen;
+  // Candidates: the statistical choice itself first (the search never does worse than it when
+  // it is admissible), then the grid around the calibrated centre.
+  std::vector<isf_thresholds> candidates{statistical};
   for (double st : options.qt_scales) {
     for (double sv : options.qv_scales) {
       isf_options o;
       o.qt = scaled(base.qt, st);
       o.qv = scaled(base.qv, sv);
-      o.iterations = options.iterations;
-      o.seed = options.seed;
-      o.sort_tail = options.sort_tail;
-      const isf_thresholds q = resolve_thresholds(o);
-      if (std::find(seen.begin(), seen.end(), q) != seen.end()) continue;  // rounding made a duplicate
-      seen.push_back(q);
-      const isf_result r = isf(vision, text, o);
-      const grouping_metrics m = evaluate_grouping(r.groups, vision, text, ranks);
-      const double objective = m.pad_ratio + m.dist_ratio_vision + m.dist_ratio_text;
-      const double gap = std::abs(m.average_batch - target_batch);
-      const bool ok = gap <= options.batch_tolerance * target_batch;
-      const bool better =
-          !have || (ok && !best.within_tolerance) || (ok && best.within_tolerance && objective < best.objective) ||
-          (!ok && !best.within_tolerance && (gap < best_gap || (gap == best_gap && objective < best.objective)));
-      if (better) {
-        best.thresholds = q;
-        best.metrics = m;
-        best.objective = objective;
-        best.within_tolerance = ok;
-        best_gap = gap;
-        have = true;
-      }
+      candidates.push_back(resolve_thresholds(o));
+    }
+  }
+  for (const isf_thresholds& q : candidates) {
+    if (std::find(seen.begin(), seen.end(), q) != seen.end()) continue;  // rounding made a duplicate
+    seen.push_back(q);
+    const grouping_metrics m = run(q.qv, q.qt);
+    const double objective = m.pad_ratio + m.dist_ratio_vision + m.dist_ratio_text;
+    const double gap = std::abs(m.average_batch - target_batch);
+    const bool ok = gap <= options.batch_tolerance * target_batch;
+    const bool better =
+        !have || (ok && !best.within_tolerance) || (ok && best.within_tolerance && objective < best.objective) ||
+        (!ok && !best.within_tolerance && (gap < best_gap || (gap == best_gap && objective < best.objective)));
+    if (better) {
+      best.thresholds = q;
+      best.metrics = m;
+      best.objective = objective;
+      best.within_tolerance = ok;
+      best_gap = gap;
+      have = true;
     }
   }
   best.candidates = seen.size();
