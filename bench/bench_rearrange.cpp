@@ -162,7 +162,7 @@ BENCHMARK(BM_relabel)->Args({2560, 0})->Args({2560, 1})->Args({512, 0})->Unit(be
 // Heuristic vs exact optimum, d ≤ 16. arg0 = d, arg1 = ranks per node, arg2 = instance kind:
 // 0 random (items uniformly from everywhere to everywhere, lognormal bytes), 1 realistic
 // (omni samples, 12 per rank, lpt), 2 shuffled (new batches = old mini-batches under random
-// labels, 30 % of items elsewhere: the case relabeling exists for). 30 instances each.
+// labels, 30 % of items elsewhere: the case relabeling exists for). 20 instances each.
 rearrangement random_instance(rng_engine& g, rank_t d, std::uint32_t n, std::vector<std::uint64_t>& bytes, int kind,
                               std::uint64_t seed) {
   if (kind == 1) {
@@ -188,7 +188,7 @@ void BM_relabel_vs_exact(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(2));
   double sum = 0, worst = 1, identity_sum = 0;
   int optimal = 0, worse_than_identity = 0;
-  const int instances = 30;
+  const int instances = 20;
   for (auto _ : state) {
     sum = 0, worst = 1, identity_sum = 0, optimal = 0, worse_than_identity = 0;
     for (int t = 0; t < instances; ++t) {
@@ -213,8 +213,11 @@ void BM_relabel_vs_exact(benchmark::State& state) {
   state.counters["exact_over_identity_mean"] = identity_sum / instances;
 }
 
+// d = 16 with 2 ranks per node is left out: the exact search takes minutes there.
 BENCHMARK(BM_relabel_vs_exact)
-    ->ArgsProduct({{8, 16}, {1, 2, 4, 8}, {0, 1, 2}})
+    ->ArgsProduct({{8}, {1, 2, 4}, {0, 1, 2}})
+    ->ArgsProduct({{12}, {2, 3}, {0, 1, 2}})
+    ->ArgsProduct({{16}, {1, 4, 8}, {0, 1, 2}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

@@ -34,8 +34,12 @@ namespace mmbal {
 ///
 /// `encoder` are the phase's items (`encoder_phase_items`: `sample_of`, `segment_of`), and
 /// `llm` is Π_M over samples. Returns the destination of every encoder item as an assignment
-/// over `llm.ranks` ranks. Throws when an item names a sample outside `llm`. O(n log n).
-[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm) {
+/// over `llm.ranks` ranks. Validates `llm` (unless `validate_llm` is false because the caller
+/// just did); throws when an item names a sample outside it.
+/// O(n + samples + ranks) plus sorting each sample's few segments.
+[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm,
+                                                bool validate_llm = true) {
+  if (validate_llm) llm.validate();
   const std::size_t n = encoder.size();
   if (encoder.sample_of.size() != n || encoder.segment_of.size() != n)
     detail::throw_invalid("assembly_layout: phase items have ", n, " weights, ", encoder.sample_of.size(),
@@ -45,21 +49,36 @@ namespace mmbal {
     if (encoder.sample_of[i] >= llm.size())
       detail::throw_invalid("assembly_layout: encoder item ", i, " belongs to sample ", encoder.sample_of[i],
                             " but the LLM rearrangement has ", llm.size(), " samples");
-  std::vector<item_id> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<item_id>(i);
-  // Sort by (LLM destination of the sample, segment index); the sample's location is unique,
-  // the segment index is unique within a sample, so the order is total and deterministic.
-  std::sort(order.begin(), order.end(), [&](item_id a, item_id b) {
-    const location la = llm.destination[encoder.sample_of[a]], lb = llm.destination[encoder.sample_of[b]];
-    if (la != lb) return la < lb;
-    if (encoder.segment_of[a] != encoder.segment_of[b]) return encoder.segment_of[a] < encoder.segment_of[b];
-    return a < b;  // duplicate (sample, segment) pairs are malformed input, but stay deterministic
-  });
+  // Encoder items grouped by sample (counting sort, ascending id), then by segment index
+  // inside each sample (tiny lists), then dealt out by walking every LLM rank's slots: O(n +
+  // samples), no global comparison sort.
+  const std::size_t samples = llm.size();
+  std::vector<std::size_t> first(samples + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) ++first[encoder.sample_of[i] + std::size_t{1}];
+  for (std::size_t s = 0; s < samples; ++s) first[s + 1] += first[s];
+  std::vector<item_id> by_sample(n);
+  {
+    std::vector<std::size_t> pos(first.begin(), first.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) by_sample[pos[encoder.sample_of[i]]++] = static_cast<item_id>(i);
+  }
+  for (std::size_t s = 0; s < samples; ++s) {
+    const auto b = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s]);
+    const auto e = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s + 1]);
+    if (e - b > 1)  // segment order; duplicate (sample, segment) pairs are malformed but stay deterministic
+      std::sort(b, e, [&](item_id x, item_id y) {
+        return encoder.segment_of[x] != encoder.segment_of[y] ? encoder.segment_of[x] < encoder.segment_of[y] : x < y;
+      });
+  }
+  // Samples in LLM slot order on every rank (llm.destination is a valid layout: validated by
+  // the caller or below).
+  const detail::layout_index at(llm.destination, llm.ranks);
   assignment out{llm.ranks, std::vector<location>(n)};
-  std::vector<std::uint32_t> next(llm.ranks, 0);
-  for (item_id i : order) {
-    const rank_t r = llm.destination[encoder.sample_of[i]].rank;
-    out.where[i] = location{r, next[r]++};
+  for (rank_t r = 0; r < llm.ranks; ++r) {
+    std::uint32_t next = 0;
+    for (std::uint32_t slot = 0; slot < at.count(r); ++slot) {
+      const item_id s = at.at(location{r, slot});
+      for (std::size_t k = first[s]; k < first[s + 1]; ++k) out.where[by_sample[k]] = location{r, next++};
+    }
   }
   return out;
 }
@@ -87,7 +106,7 @@ struct encoder_to_llm_plans {
 /// samples (source = origin layout, destination = LLM ranks). Both are validated; they must
 /// have the same rank count, and every segment must start on its sample's origin rank (the
 /// sample model: a sample and its segments live together before balancing); violations throw
-/// `invalid_input` naming the item. O(n log n + samples).
+/// `invalid_input` naming the item. O(n + samples + ranks).
 /// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
 [[nodiscard]] inline encoder_to_llm_plans compose_encoder_to_llm(const phase_items& encoder,
                                                                  const rearrangement& encoder_plan,
@@ -100,7 +119,7 @@ struct encoder_to_llm_plans {
   if (encoder_plan.ranks != llm_plan.ranks)
     detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ",
                           llm_plan.ranks);
-  const assignment target = assembly_layout(encoder, llm_plan);
+  const assignment target = assembly_layout(encoder, llm_plan, false);
   for (std::size_t i = 0; i < encoder.size(); ++i)
     if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
       detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ", encoder_plan.source[i].rank,

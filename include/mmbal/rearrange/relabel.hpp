@@ -85,8 +85,11 @@ struct relabel_options {
   /// first) are tried as swap partners per step. Default 64.
   std::uint32_t partner_candidates = 64;
   /// Rounds of iterated local search after the first descent: two seeded random swaps out
-  /// of the bottleneck node, then descend again; the best map seen is kept. Default 8.
-  std::uint32_t perturbations = 8;
+  /// of the bottleneck node, then descend again; the best map seen is kept. Default 0 =
+  /// automatic: 64 rounds up to 32 nodes (small instances, where they close most of the gap
+  /// to the optimum for little time), 4 above (at thousands of ranks a round costs a descent
+  /// of milliseconds and rarely finds more).
+  std::uint32_t perturbations = 0;
   /// With one rank per node and at most this many ranks, solve exactly (bottleneck
   /// assignment, O(d³ log d)) instead. Default 64.
   rank_t exact_up_to = 64;
@@ -118,7 +121,7 @@ struct relabel_model {
   std::vector<std::size_t> node_first;                     ///< CSR per batch over (source node, bytes)
   std::vector<std::pair<rank_t, std::uint64_t>> node_vol;  ///< sorted by node within a batch
   std::vector<std::size_t> by_node_first;                  ///< CSR per node: batches with bytes from it
-  std::vector<rank_t> by_node;
+  std::vector<std::pair<rank_t, std::uint64_t>> by_node;   ///< (batch, bytes from the node)
 
   [[nodiscard]] rank_t node_of(rank_t q) const noexcept { return q / c; }
   [[nodiscard]] rank_t node_begin(rank_t m) const noexcept { return m * c; }
@@ -147,6 +150,7 @@ struct relabel_model {
       ++by_src[r.source[i].rank + std::size_t{1}];
       ++first[r.destination[i].rank + std::size_t{1}];
     }
+    // (by_src is only needed when the sources are not already sorted; counting is cheap.)
     for (rank_t j = 0; j < d; ++j) {
       by_src[j + 1] += by_src[j];
       first[j + 1] += first[j];
@@ -155,11 +159,17 @@ struct relabel_model {
       rank_t src, batch;
       std::uint64_t bytes;
     };
-    std::vector<entry> tmp(n), items(n);
-    for (std::size_t i = 0; i < n; ++i)
-      tmp[by_src[r.source[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
-    {
-      std::vector<std::size_t> pos(first.begin(), first.end() - 1);
+    std::vector<entry> items(n);
+    std::vector<std::size_t> pos(first.begin(), first.end() - 1);
+    bool sorted_by_source = true;  // rank-major ids (the gathered order) need no first pass
+    for (std::size_t i = 1; i < n && sorted_by_source; ++i) sorted_by_source = r.source[i - 1].rank <= r.source[i].rank;
+    if (sorted_by_source) {
+      for (std::size_t i = 0; i < n; ++i)
+        items[pos[r.destination[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
+    } else {
+      std::vector<entry> tmp(n);
+      for (std::size_t i = 0; i < n; ++i)
+        tmp[by_src[r.source[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
       for (const entry& e : tmp) items[pos[e.batch]++] = e;
     }
     rank_vol.reserve(n);
@@ -191,9 +201,10 @@ struct relabel_model {
     by_node_first.assign(nodes + std::size_t{1}, 0);
     for (rank_t m = 0; m < nodes; ++m) by_node_first[m + 1] = by_node_first[m] + node_count[m + 1];
     by_node.resize(by_node_first.back());
-    std::vector<std::size_t> pos(by_node_first.begin(), by_node_first.end() - 1);
+    std::vector<std::size_t> at(by_node_first.begin(), by_node_first.end() - 1);
     for (rank_t j = 0; j < d; ++j)  // ascending j inside every node's list
-      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) by_node[pos[node_vol[k].first]++] = j;
+      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k)
+        by_node[at[node_vol[k].first]++] = {j, node_vol[k].second};
   }
 };
 
@@ -434,16 +445,16 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
     ++stamp;
     cand.clear();
     for (std::size_t k = md.by_node_first[m1]; k < md.by_node_first[m1 + 1]; ++k) {
-      const rank_t j = md.by_node[k];
+      const auto [j, vol] = md.by_node[k];
       if (st.node_of_batch[j] != m1 && mark[j] != stamp) {
         mark[j] = stamp;
+        score[j] = vol;
         cand.push_back(j);
       }
     }
     std::uint32_t extra = 0;
     // Keep the partners that relieve m1's sends most (ties by id), and the low-volume ones.
     if (cand.size() > opt.partner_candidates) {
-      for (rank_t k : cand) score[k] = md.from_node(k, m1);
       std::partial_sort(cand.begin(), cand.begin() + opt.partner_candidates, cand.end(),
                         [&](rank_t a, rank_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
       cand.resize(opt.partner_candidates);
@@ -546,8 +557,15 @@ inline std::vector<rank_t> identity_nodes(const relabel_model& md) {
   return v;
 }
 
+/// Relabeling reads only ranks: check those (a full slot validation would cost more than the
+/// model itself at d = 2,560).
 inline void check_relabel_input(const rearrangement& r, std::span<const std::uint64_t> bytes, const char* who) {
-  r.validate();
+  if (r.source.size() != r.destination.size())
+    throw_invalid(who, ": ", r.source.size(), " sources but ", r.destination.size(), " destinations");
+  for (std::size_t i = 0; i < r.size(); ++i)
+    if (r.source[i].rank >= r.ranks || r.destination[i].rank >= r.ranks)
+      throw_invalid(who, ": item ", i, " uses rank ", std::max(r.source[i].rank, r.destination[i].rank), " >= ranks ",
+                    r.ranks);
   if (bytes.size() != r.size()) throw_invalid(who, ": ", bytes.size(), " item sizes for ", r.size(), " items");
 }
 
@@ -604,7 +622,8 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     std::vector<rank_t> best_nodes = st.node_of_batch;
     std::uint64_t best = st.max_cost();
     auto g = make_rng(0x72656c6162656cULL, md.d, md.nodes);
-    for (std::uint32_t kick = 0; kick < options.perturbations && best > 0; ++kick) {
+    const std::uint32_t rounds = options.perturbations ? options.perturbations : (md.nodes <= 32 ? 64 : 4);
+    for (std::uint32_t kick = 0; kick < rounds && best > 0; ++kick) {
       for (int s = 0; s < 2; ++s) {
         const auto top = static_cast<rank_t>(std::max_element(st.cost.begin(), st.cost.end()) - st.cost.begin());
         const rank_t j = st.members[top][uniform_below(g, st.members[top].size())];
@@ -676,22 +695,24 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     for (rank_t m = 0; m < md.nodes; ++m) room[m] = md.node_end(m) - md.node_begin(m);
     std::vector<std::uint64_t> sbuf, rbuf;
     std::vector<rank_t> best_nodes;
+    std::vector<std::uint64_t> recv_tab(std::size_t{d} * md.nodes);
+    for (rank_t j = 0; j < d; ++j)
+      for (rank_t m = 0; m < md.nodes; ++m) recv_tab[std::size_t{j} * md.nodes + m] = md.recv_at(j, m);
+    // Lower bound of every completion: sends only grow as batches are placed, and the batches
+    // node m ends with are among its members and the unplaced ones, so pairing the current
+    // sends with the smallest such receive volumes bounds the node's final cost from below.
     auto bound = [&]() {
       std::uint64_t lb = 0;
-      for (rank_t m = 0; m < md.nodes; ++m) {
+      for (rank_t m = 0; m < md.nodes && lb < best; ++m) {
         sbuf.clear();
         rbuf.clear();
         for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) sbuf.push_back(sent[q]);
-        std::uint64_t min_recv = std::numeric_limits<std::uint64_t>::max();
-        for (rank_t j = 0; j < d; ++j) {
-          if (node_of_batch[j] == m) rbuf.push_back(md.recv_at(j, m));
+        for (rank_t j = 0; j < d; ++j)
           if (node_of_batch[j] == m || (node_of_batch[j] == none && room[m] > 0))
-            min_recv = std::min(min_recv, md.recv_at(j, m));
-        }
-        if (room[m] == 0)
-          lb = std::max(lb, detail::bottleneck_pairing(sbuf, rbuf));
-        else
-          lb = std::max(lb, *std::max_element(sbuf.begin(), sbuf.end()) + min_recv);
+            rbuf.push_back(recv_tab[std::size_t{j} * md.nodes + m]);
+        std::partial_sort(rbuf.begin(), rbuf.begin() + static_cast<std::ptrdiff_t>(sbuf.size()), rbuf.end());
+        rbuf.resize(sbuf.size());
+        lb = std::max(lb, detail::bottleneck_pairing(sbuf, rbuf));
       }
       return lb;
     };
