@@ -78,10 +78,22 @@ struct refine_state {
     const std::size_t n = key.size();
     std::vector<rank_t> bin_of(n);
     for (std::uint32_t k = 0; k < u->count; ++k) u->for_each(k, [&](item_id i) { bin_of[i] = unit_bin[k]; });
+    // Bucket the items by bin (counting sort), then order each bin by slot key: O(n log s).
+    std::vector<std::size_t> begin(std::size_t{bins} + 1, 0);
+    for (rank_t b : bin_of) ++begin[std::size_t{b} + 1];
+    for (rank_t b = 0; b < bins; ++b) begin[std::size_t{b} + 1] += begin[b];
     std::vector<item_id> order(n);
-    for (item_id i = 0; i < n; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](item_id a, item_id b) { return key[a] < key[b]; });
-    return assignment::from_placement(partition{bins, std::move(bin_of)}, order);
+    std::vector<std::size_t> fill(begin.begin(), begin.end() - 1);
+    for (item_id i = 0; i < n; ++i) order[fill[bin_of[i]]++] = i;
+    assignment a{bins, std::vector<location>(n)};
+    for (rank_t b = 0; b < bins; ++b) {
+      const auto first = order.begin() + static_cast<std::ptrdiff_t>(begin[b]);
+      const auto last = order.begin() + static_cast<std::ptrdiff_t>(begin[std::size_t{b} + 1]);
+      std::sort(first, last, [&](item_id x, item_id y) { return key[x] < key[y]; });
+      std::uint32_t slot = 0;
+      for (auto it = first; it != last; ++it) a.where[*it] = location{b, slot++};
+    }
+    return a;
   }
 };
 
@@ -176,9 +188,13 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       // Swaps: for every unit a of the top bin the exchanged amount is δ = cost(a) − cost(b),
       // best at δ = half; the partner's units are sorted, so the best b on each side of
       // cost(a) − half is the first admissible one found scanning outward.
+      // hc is sorted, so the target cost(a) − half grows with a: a moving pointer replaces the
+      // binary search (two-pointer sweep, O(s_h + s_t) plus the outward scans).
+      auto p = tc.begin();
       for (const entry& a : hc) {
         if (!(a.first > 0) || fixed(a.second)) continue;
-        const auto p = std::lower_bound(tc.begin(), tc.end(), entry{a.first - half, 0});
+        const entry want{a.first - half, 0};
+        while (p != tc.end() && *p < want) ++p;
         for (auto q = p; q != tc.end(); ++q) {
           if (!(q->first < a.first)) break;
           if (fixed(q->second) || !counts_ok(u.size(a.second), u.size(q->second))) continue;
