@@ -17,6 +17,7 @@
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/rearrange/rearrange.hpp>
 #include <mmbal/sampling/grouping.hpp>
 #include <mmbal/sampling/isf.hpp>
 #include <mmbal/transport/loopback.hpp>
