@@ -9,6 +9,8 @@
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -107,6 +109,72 @@ template <batch_cost C>
   return std::move(out).finish();
 }
 
+/// LPT without constraints for an additive cost — the hot path (DESIGN.md §7 goal: n =
+/// 153,600 items into d = 2,560 bins in no more time than std::sort of the n keys).
+///
+/// 1. One pass packs (w << 32 | ~id) words in reverse id order, ORs the weights (for the
+///    number of radix passes) and checks whether every item cost is a non-negative integer.
+/// 2. A stable LSD radix sort on the weight bits only (11 bits per pass, usually 2 passes);
+///    walking the result backwards yields weight descending, ties by ascending id.
+/// 3. A 4-ary heap of bins. When all item costs are integers whose total stays below 2^53 and
+///    leaves room for the bin index, a key is the single word (load << bin_bits | bin), and
+///    the heap compares plain integers; otherwise keys are `wide_key` (double bits, bin).
+///    Both orders are exactly (load, bin) with the double sums of the generic engine, so the
+///    result is identical to it.
+template <additive_cost C>
+[[nodiscard]] assignment lpt_unconstrained(std::span<const length_t> weights, rank_t bins, const C& cost) {
+  const std::size_t n = weights.size();
+  assignment a{bins, std::vector<location>(n)};
+  if (n == 0) return a;
+  std::vector<std::uint64_t> keys(n);
+  length_t any_bits = 0;
+  bool integral = true;
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const length_t w = weights[i];
+    keys[n - 1 - i] = (std::uint64_t{w} << 32) | (0xffffffffu - static_cast<std::uint32_t>(i));
+    any_bits |= w;
+    const double c = cost.item(w);
+    integral &= (c >= 0) & (c == std::floor(c));
+    total += c;
+  }
+  sort_packed(keys, any_bits);
+  const int bin_bits = std::bit_width(bins - 1);
+  std::vector<std::uint32_t> counts(bins, 0);
+  auto id_of = [](std::uint64_t key) { return static_cast<item_id>(0xffffffffu - static_cast<std::uint32_t>(key)); };
+  // Partial sums of integers below 2^53 are exact, so integer keys order bins exactly as the
+  // double loads would.
+  if (integral && total < 0x1p53 && total + 1 < std::ldexp(1.0, 64 - bin_bits)) {
+    const std::uint64_t bin_mask = (std::uint64_t{1} << bin_bits) - 1;
+    struct bin_of_word {
+      std::uint64_t mask;
+      rank_t operator()(std::uint64_t key) const noexcept { return static_cast<rank_t>(key & mask); }
+    };
+    loser_tree<std::uint64_t, bin_of_word> heap(
+        bins, ~std::uint64_t{0}, [](rank_t b) { return std::uint64_t{b}; }, bin_of_word{bin_mask});
+    for (std::size_t k = n; k-- > 0;) {
+      const std::uint64_t key = keys[k];
+      const std::uint64_t top = heap.top();
+      const auto b = static_cast<rank_t>(top & bin_mask);
+      a.where[id_of(key)] = location{b, counts[b]++};
+      const auto add = static_cast<std::uint64_t>(cost.item(static_cast<length_t>(key >> 32)));
+      heap.replace_top(top + (add << bin_bits));
+    }
+    return a;
+  }
+  struct bin_of_wide {
+    rank_t operator()(const wide_key& key) const noexcept { return key.bin; }
+  };
+  loser_tree<wide_key, bin_of_wide> heap(bins, wide_key::max(), [](rank_t b) { return wide_key{0, b}; });
+  for (std::size_t k = n; k-- > 0;) {
+    const std::uint64_t key = keys[k];
+    const wide_key top = heap.top();
+    a.where[id_of(key)] = location{top.bin, counts[top.bin]++};
+    heap.replace_top(wide_key::make(top.load() + cost.item(static_cast<length_t>(key >> 32)), top.bin));
+  }
+  return a;
+}
+
 }  // namespace detail
 
 /// LPT: sort the items by weight descending (ties by id) and put each on the bin with the
@@ -131,6 +199,8 @@ struct lpt {
   [[nodiscard]] assignment operator()(std::span<const length_t> weights, rank_t bins, const C& cost,
                                       const constraints& limits = {}) const {
     detail::check_problem(name, weights, bins, limits);
+    if constexpr (additive_cost<C>)
+      if (!limits.any()) return detail::lpt_unconstrained(weights, bins, cost);
     if (!limits.groups.empty() && limits.counts.kind == count_cap::mode::equal)
       detail::reject_constraint(name, "count_cap equal with groups");
     const detail::units u = detail::make_units(weights.size(), limits.groups);

@@ -7,14 +7,19 @@
 /// `migrate:eps=<fraction>`, each optionally followed by `+refine`.
 
 #include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/conv_lpt.hpp>
 #include <mmbal/balance/greedy_ascending.hpp>
+#include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
+#include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/spec.hpp>
 #include <mmbal/detail/spec_parse.hpp>
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -155,6 +160,13 @@ inline void check_problem_spans(const problem& p) {
                                  " items");
 }
 
+/// Throws `invalid_input`: algorithm `s` cannot run with cost `c`.
+template <class C>
+[[noreturn]] void reject_cost(const algorithm_spec& s, const C& c, const char* needs) {
+  mmbal::detail::throw_invalid("algorithm '", algorithm_name(s.base), "' needs ", needs, "; cost '",
+                               cost::to_spec(cost::any_cost{c}), "' is not one");
+}
+
 /// Runs the base algorithm of `s` with cost `c`.
 template <batch_cost C>
 [[nodiscard]] assignment solve_base(const algorithm_spec& s, const C& c, const problem& p) {
@@ -163,7 +175,24 @@ template <batch_cost C>
       return lpt{}(p.weights, p.bins, c, p.limits);
     case algorithm_kind::greedy_ascending:
       return greedy_ascending{}(p.weights, p.bins, c, p.limits);
-    default:
+    case algorithm_kind::tolerance:
+      return tolerance_lpt{s.tolerance}(p.weights, p.bins, c, p.limits);
+    case algorithm_kind::padded:
+      if constexpr (padded_cost<C>)
+        return padded_binary_search{}(p.weights, p.bins, c, p.limits);
+      else
+        reject_cost(s, c, "a padded cost (padded or padded-attention)");
+    case algorithm_kind::conv:
+      if constexpr (std::same_as<C, cost::conv_attention>)
+        return conv_lpt{}(p.weights, p.bins, c, p.limits);
+      else
+        reject_cost(s, c, "the conv cost (conv:lambda=..)");
+    case algorithm_kind::kk:
+      if constexpr (additive_cost<C>)
+        return karmarkar_karp{}(p.weights, p.bins, c, p.limits);
+      else
+        reject_cost(s, c, "an additive cost (tokens, attention, fitted or flops)");
+    case algorithm_kind::migrate:
       break;
   }
   mmbal::detail::throw_invalid("algorithm '", algorithm_name(s.base), "' is not available in this build");

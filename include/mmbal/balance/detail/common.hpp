@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -169,22 +170,38 @@ class count_limiter {
 inline void sort_packed(std::vector<std::uint64_t>& keys, length_t max_key) {
   const int bits = std::bit_width(max_key);
   if (bits == 0) return;
-  if (keys.size() < 1024) {
+  const std::size_t n = keys.size();
+  if (n < 1024) {
     std::sort(keys.begin(), keys.end());
     return;
   }
   constexpr int digit = 11;
   constexpr std::size_t radix = std::size_t{1} << digit;
-  std::vector<std::uint64_t> tmp(keys.size());
-  std::vector<std::uint32_t> count(radix);
-  for (int shift = 32; shift < 32 + bits; shift += digit) {
-    std::fill(count.begin(), count.end(), 0u);
-    for (std::uint64_t k : keys) ++count[(k >> shift) & (radix - 1)];
-    std::uint32_t sum = 0;
-    for (auto& c : count) sum += std::exchange(c, sum);
-    for (std::uint64_t k : keys) tmp[count[(k >> shift) & (radix - 1)]++] = k;
-    keys.swap(tmp);
+  const int passes = (bits + digit - 1) / digit;  // 1..3
+  // All digit histograms in one read of the keys.
+  std::vector<std::uint32_t> count(3 * radix, 0);
+  for (const std::uint64_t k : keys) {
+    const auto hi = static_cast<std::uint32_t>(k >> 32);
+    ++count[hi & (radix - 1)];
+    ++count[radix + ((hi >> digit) & (radix - 1))];
+    ++count[2 * radix + ((hi >> (2 * digit)) & (radix - 1))];
   }
+  // Uninitialised scratch: every slot is written by the scatter before it is read.
+  std::unique_ptr<std::uint64_t[]> scratch(new std::uint64_t[n]);
+  std::uint64_t* from = keys.data();
+  std::uint64_t* to = scratch.get();
+  for (int pass = 0; pass < passes; ++pass) {
+    std::uint32_t* c = count.data() + static_cast<std::size_t>(pass) * radix;
+    std::uint32_t sum = 0;
+    for (std::size_t r = 0; r < radix; ++r) sum += std::exchange(c[r], sum);
+    const int shift = 32 + pass * digit;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t k = from[i];
+      to[c[(k >> shift) & (radix - 1)]++] = k;
+    }
+    std::swap(from, to);
+  }
+  if (from != keys.data()) std::copy(from, from + n, keys.data());
 }
 
 /// Item ids sorted by weight descending, ties by ascending id: a radix sort of
@@ -290,6 +307,197 @@ class bin_heap {
     heap_[i] = k;
   }
   std::vector<bin_key> heap_;
+};
+
+/// A (load, bin) key packed for branch-free comparison: the load's IEEE-754 bits (ordered
+/// like the value for non-negative doubles) and the bin. `wide_key::max()` is a sentinel
+/// larger than every real key.
+struct wide_key {
+  std::uint64_t bits = 0;
+  rank_t bin = 0;
+  [[nodiscard]] static wide_key make(double load, rank_t bin) noexcept {
+    // +0.0 turns a -0.0 load into +0.0, whose bits order correctly.
+    return wide_key{std::bit_cast<std::uint64_t>(load + 0.0), bin};
+  }
+  [[nodiscard]] double load() const noexcept { return std::bit_cast<double>(bits); }
+  [[nodiscard]] static constexpr wide_key max() noexcept { return wide_key{~std::uint64_t{0}, ~rank_t{0}}; }
+  friend constexpr bool operator<(const wide_key& a, const wide_key& b) noexcept {
+    // Non-short-circuit operators so the compiler emits flag arithmetic, not branches.
+    return (a.bits < b.bits) | ((a.bits == b.bits) & (a.bin < b.bin));
+  }
+};
+
+/// A flat 4-ary min-heap with replace-top, pop and push, padded with sentinels so the
+/// child selection of a node is four unconditional loads and three branch-free minima.
+/// Keys: `std::uint64_t` (integer loads packed as load << bin_bits | bin) or `wide_key`.
+/// Replace-top costs ⌈log4 d⌉ levels; it is the inner loop of LPT.
+template <class Key>
+class quad_heap {
+ public:
+  quad_heap(std::size_t count, Key sentinel) : n_(count), sentinel_(sentinel), h_(count + 4, sentinel) {}
+  /// Fills the heap with keys that are already in ascending order (a valid heap).
+  template <class F>
+  void fill_sorted(F&& key_of) {
+    for (std::size_t i = 0; i < n_; ++i) h_[i] = key_of(i);
+  }
+  [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
+  [[nodiscard]] Key top() const noexcept { return h_[0]; }
+  /// Replaces the minimum by `k` (not smaller than it) and restores the heap.
+  void replace_top(Key k) noexcept { sift_down(0, k); }
+  void pop() noexcept {
+    const Key last = h_[n_ - 1];
+    h_[n_ - 1] = sentinel_;
+    --n_;
+    if (n_ > 0) sift_down(0, last);
+  }
+  void push(Key k) {
+    if (n_ + 4 > h_.size()) h_.resize(n_ + 4, sentinel_);
+    std::size_t i = n_++;
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 4;
+      if (!(k < h_[parent])) break;
+      h_[i] = h_[parent];
+      i = parent;
+    }
+    h_[i] = k;
+  }
+
+ private:
+  void sift_down(std::size_t i, Key k) noexcept {
+    Key* h = h_.data();
+    for (;;) {
+      const std::size_t c = 4 * i + 1;
+      if (c >= n_) break;
+      const Key* p = h + c;
+      const bool s01 = p[1] < p[0];
+      const Key m01 = s01 ? p[1] : p[0];
+      const bool s23 = p[3] < p[2];
+      const Key m23 = s23 ? p[3] : p[2];
+      const bool s = m23 < m01;
+      const Key m = s ? m23 : m01;
+      if (!(m < k)) break;
+      h[i] = m;
+      // Child offset 0..3 from bit arithmetic: a `?:` here compiles to an unpredictable branch.
+      const std::size_t us = s, u23 = s23, u01 = s01;
+      i = c + 2 * us + ((us & u23) | ((us ^ 1) & u01));
+    }
+    h[i] = k;
+  }
+  std::size_t n_;
+  Key sentinel_;
+  std::vector<Key> h_;
+};
+
+/// The bin encoded in a heap key.
+[[nodiscard]] inline rank_t key_bin(const wide_key& k) noexcept { return k.bin; }
+
+/// A tournament (loser) tree over `count` bins: node 0 holds the overall minimum, nodes
+/// 1..P−1 the loser of the match played there, P = bit_ceil(count) leaves padded with a
+/// sentinel. Replacing the minimum replays the matches on its leaf-to-root path; those node
+/// addresses depend only on the bin, not on the comparisons, so the loads of all ⌈log2 P⌉
+/// levels issue in parallel and the critical path is one min/max per level — the reason it
+/// beats a d-ary heap's dependent descent in LPT's inner loop. `BinOf(key)` gives a key's bin.
+template <class Key, class BinOf>
+class loser_tree {
+ public:
+  /// `key_of(b)` is bin b's initial key.
+  template <class F>
+  loser_tree(rank_t count, Key sentinel, F&& key_of, BinOf bin_of = {})
+      : leaves_(std::bit_ceil(std::max<std::size_t>(count, 1))), tree_(leaves_, sentinel), bin_of_(bin_of) {
+    // Winners of every subtree, bottom-up; the loser of each match stays in the node.
+    std::vector<Key> winner(2 * leaves_, sentinel);
+    for (rank_t b = 0; b < count; ++b) winner[leaves_ + b] = key_of(b);
+    for (std::size_t node = leaves_ - 1; node >= 1; --node) {
+      const Key& a = winner[2 * node];
+      const Key& c = winner[2 * node + 1];
+      const bool a_wins = !(c < a);
+      winner[node] = a_wins ? a : c;
+      tree_[node] = a_wins ? c : a;
+    }
+    tree_[0] = winner[1];
+  }
+  [[nodiscard]] Key top() const noexcept { return tree_[0]; }
+  /// Replaces the minimum by `k` (which must carry the same bin) and replays its path.
+  void replace_top(Key k) noexcept {
+    Key* t = tree_.data();
+    for (std::size_t node = (leaves_ + bin_of_(k)) >> 1; node >= 1; node >>= 1) {
+      const Key other = t[node];
+      const bool other_wins = other < k;
+      t[node] = other_wins ? k : other;
+      k = other_wins ? other : k;
+    }
+    t[0] = k;
+  }
+
+ private:
+  std::size_t leaves_;
+  std::vector<Key> tree_;
+  BinOf bin_of_;
+};
+
+/// A binary min-heap of bins with position tracking, so any member's key can change
+/// (`update`) or the member can leave (`erase`) in O(log d). `Less(a, b)` compares bins by
+/// their current keys (a strict total order: keys end in the bin index).
+template <class Less>
+class indexed_heap {
+ public:
+  static constexpr std::uint32_t absent = ~std::uint32_t{0};
+  indexed_heap(rank_t bins, Less less) : pos_(bins, absent), less_(less) { heap_.reserve(bins); }
+  [[nodiscard]] bool empty() const noexcept { return heap_.empty(); }
+  [[nodiscard]] rank_t top() const noexcept { return heap_.front(); }
+  [[nodiscard]] bool contains(rank_t b) const noexcept { return pos_[b] != absent; }
+  void push(rank_t b) {
+    pos_[b] = static_cast<std::uint32_t>(heap_.size());
+    heap_.push_back(b);
+    up(pos_[b]);
+  }
+  void erase(rank_t b) {
+    const std::uint32_t i = pos_[b];
+    const rank_t last = heap_.back();
+    heap_.pop_back();
+    pos_[b] = absent;
+    if (last == b) return;
+    heap_[i] = last;
+    pos_[last] = i;
+    update(last);
+  }
+  /// Restores the heap after bin b's key changed (either direction).
+  void update(rank_t b) {
+    up(pos_[b]);
+    down(pos_[b]);
+  }
+
+ private:
+  void up(std::uint32_t i) {
+    const rank_t b = heap_[i];
+    while (i > 0) {
+      const std::uint32_t parent = (i - 1) / 2;
+      if (!less_(b, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      pos_[heap_[i]] = i;
+      i = parent;
+    }
+    heap_[i] = b;
+    pos_[b] = i;
+  }
+  void down(std::uint32_t i) {
+    const rank_t b = heap_[i];
+    const auto n = static_cast<std::uint32_t>(heap_.size());
+    for (;;) {
+      std::uint32_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && less_(heap_[child + 1], heap_[child])) ++child;
+      if (!less_(heap_[child], b)) break;
+      heap_[i] = heap_[child];
+      pos_[heap_[i]] = i;
+      i = child;
+    }
+    heap_[i] = b;
+    pos_[b] = i;
+  }
+  std::vector<rank_t> heap_;
+  std::vector<std::uint32_t> pos_;
+  Less less_;
 };
 
 /// Builds an assignment while units are placed: slots follow placement order.
