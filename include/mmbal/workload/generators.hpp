@@ -15,7 +15,7 @@
 /// or 30 s window); they are interned in order of first use, so `write_jsonl` + `read_jsonl`
 /// reproduce a generated workload exactly. Encoder lengths:
 /// - InternViT image: tiles × 1,025 patches (448 px tiles, 256 LLM tokens per tile);
-/// - LLaVA-1.5 image: 577 patches (576 LLM tokens);
+/// - LLaVA-1.5 image: 577 patches (576 LLM tokens); anyres: 577 · (1 + k) for 576 · (1 + k);
 /// - Qwen2-VL image or video: 4 × LLM tokens patches (2 × 2 merge);
 /// - video frames in InternVL style (family b, and family d with the internvl backend):
 ///   frames × 1,025;

@@ -142,8 +142,10 @@ inline std::vector<double> load_librispeech(const std::string& file) {
 /// Finds the data directory: `explicit_dir` if non-empty, else the environment variable
 /// `MMBAL_DATA_DIR`, else the compile-time definition `MMBAL_DATA_DIR` (set by the project's
 /// CMake for its own targets) if defined. The chosen directory must contain
-/// `magiattention_doc_length_distribution.csv`. Throws `invalid_input` naming every place
-/// tried when none is usable.
+/// `magiattention_doc_length_distribution.csv`; an unusable environment value falls through
+/// to the compile-time one. Throws `invalid_input` naming every place tried when none is
+/// usable. Define `MMBAL_DATA_DIR` identically (or not at all) in every translation unit of
+/// a program, since this inline function reads it.
 [[nodiscard]] inline std::string find_data_dir(std::string_view explicit_dir = {}) {
   const auto usable = [](const std::string& d) {
     std::error_code ec;
