@@ -150,5 +150,54 @@ def case_bad_input():
     assert "missing.jsonl" in p.stderr
 
 
-{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input}[sys.argv[2]]()
+def isf_sizes(samples, vision):
+    vis = []
+    for s in samples:
+        segs = [g for g in s["segments"] if g[0] in ("image", "video")]
+        vis.append(len(segs) if vision == "images" else sum(g[2] if len(g) > 2 else g[1] for g in segs))
+    return vis, [sum(g[1] for g in s["segments"]) for s in samples]
+
+
+def dist_ratio(xs):
+    m = max(xs) if xs else 0
+    return sum(m - x for x in xs) / (m * len(xs)) if m else 0.0
+
+
+def case_isf():
+    path, _ = generate("i.jsonl")
+    samples = load(path)
+    ids = [s["id"] for s in samples]
+    for vision, mode in (("tokens", ["--auto", "--target-batch", "4"]),
+                         ("images", ["--qv", "8", "--qt", "20000", "--oversize", "singleton"])):
+        args = ["isf", "--input", path, "--ranks", "8", *mode, "--vision", vision, "--iterations", "10", "--seed", "1",
+                "--json", "--emit-groups"]
+        r = json.loads(run(*args).stdout)
+        need = ["samples", "groups", "singletons", "dropped", "iterations", "qv", "qt", "qv_target", "qt_target",
+                "pad_ratio", "dist_ratio_vision", "dist_ratio_text", "elapsed_us", "group_members"]
+        assert sorted(r) == sorted(need), f"fields {sorted(r)}"
+        groups = r["group_members"]
+        assert sorted(x for g in groups for x in g) == sorted(ids), "not every sample in exactly one group"
+        assert r["groups"] == len(groups) and r["samples"] == len(ids) and r["dropped"] == 0
+        v, t = isf_sizes(samples, vision)
+        pos = {sid: i for i, sid in enumerate(ids)}
+        gv = [sum(v[pos[x]] for x in g) for g in groups]
+        gt = [sum(t[pos[x]] for x in g) for g in groups]
+        over = [k for k, g in enumerate(groups) if gv[k] > r["qv"] or gt[k] > r["qt"]]
+        assert len(over) <= r["singletons"] and all(len(groups[k]) == 1 for k in over), "a group exceeds a cap"
+        steps = [range(s, min(s + 8, len(groups))) for s in range(0, len(groups), 8)]
+        dv = sum(dist_ratio([gv[k] for k in st]) for st in steps) / len(steps)
+        dt = sum(dist_ratio([gt[k] for k in st]) for st in steps) / len(steps)
+        assert abs(dv - r["dist_ratio_vision"]) < 1e-9 and abs(dt - r["dist_ratio_text"]) < 1e-9, "dist ratios"
+        again = json.loads(run(*args).stdout)
+        r.pop("elapsed_us"), again.pop("elapsed_us")
+        assert r == again, "isf is not deterministic"
+    p = run("isf", "--input", path, "--ranks", "8", "--qv", "6", "--qt", "100", expect=2)
+    assert "sample id" in p.stderr and "qt = 100" in p.stderr, p.stderr
+    for bad in (["--qv", "6", "--qt", "0"], ["--qv", "6"], ["--auto", "--target-batch", "0"],
+                ["--qv", "6", "--qt", "5000", "--qt-target", "6000"], ["--auto", "--target-batch", "4", "--vision", "x"]):
+        run("isf", "--input", path, "--ranks", "8", *bad, expect=2)
+    run("isf", "--input", path, "--ranks", "0", "--auto", "--target-batch", "4", expect=2)
+
+
+{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf}[sys.argv[2]]()
 print(f"tool test {sys.argv[2]}: ok")

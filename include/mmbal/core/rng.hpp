@@ -44,7 +44,6 @@ using rng_engine = std::mt19937_64;
 [[nodiscard]] inline std::uint64_t uniform_below(rng_engine& g, std::uint64_t n) {
   if (n == 0) detail::throw_invalid("uniform_below: n = 0");
   // 128-bit multiply through two 64-bit halves keeps this portable and -Wpedantic clean.
-  const std::uint64_t threshold = (0 - n) % n;
   for (;;) {
     const std::uint64_t x = g();
     const std::uint64_t lo = (x & 0xffffffffULL) * (n & 0xffffffffULL);
@@ -54,7 +53,9 @@ using rng_engine = std::mt19937_64;
     const std::uint64_t carry = ((lo >> 32) + (mid1 & 0xffffffffULL) + (mid2 & 0xffffffffULL)) >> 32;
     const std::uint64_t low = x * n;
     const std::uint64_t high = hi + (mid1 >> 32) + (mid2 >> 32) + carry;
-    if (low >= threshold) return high;
+    // Reject only in the rare biased zone; the modulo is computed only when low < n.
+    if (low < n && low < (0 - n) % n) continue;
+    return high;
   }
 }
 
