@@ -229,7 +229,14 @@ template <class P, batch_cost C>
   std::vector<double> solo(u.count, 0.0);
   for (std::uint32_t k = 0; k < u.count; ++k) solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
   auto later = [&](std::uint32_t a, std::uint32_t b) { return solo[a] != solo[b] ? solo[a] < solo[b] : a > b; };
-  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, decltype(later)> queue(later, pool);
+  // The pool is sorted once (contiguous (cost, unit) pairs); units sent away by a repair are
+  // rare and wait in a small heap; the next unit is the larger of the two heads.
+  std::vector<std::pair<double, std::uint32_t>> sorted_pool;
+  sorted_pool.reserve(pool.size());
+  for (std::uint32_t k : pool) sorted_pool.emplace_back(-solo[k], k);
+  std::sort(sorted_pool.begin(), sorted_pool.end());
+  std::size_t next_sorted = 0;
+  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, decltype(later)> repaired(later);
   std::set<bin_key> by_load;
   for (rank_t b = 0; b < bins; ++b) by_load.insert(bin_key{load[b], b});
   const rank_t per_node = p.ranks_per_node == 0 ? bins : p.ranks_per_node;
@@ -246,9 +253,15 @@ template <class P, batch_cost C>
     else
       arrivals[b].push_back(k);
   };
-  while (!queue.empty()) {
-    const std::uint32_t k = queue.top();
-    queue.pop();
+  while (next_sorted < sorted_pool.size() || !repaired.empty()) {
+    std::uint32_t k;
+    if (repaired.empty() ||
+        (next_sorted < sorted_pool.size() && later(repaired.top(), sorted_pool[next_sorted].second))) {
+      k = sorted_pool[next_sorted++].second;
+    } else {
+      k = repaired.top();
+      repaired.pop();
+    }
     const rank_t home = unit_origin[k];
     const state at_home = unit_state(u, k, weights, cost, states[home]);
     // (a) home, if it fits again (the removal overshot).
@@ -281,17 +294,17 @@ template <class P, batch_cost C>
         if (it->bin == home) continue;
         const state s = unit_state(u, k, weights, cost, states[it->bin]);
         if (cost.value(s) <= target) {
-          // Among equal loads the set holds the larger index last: step to the smallest.
+          // Among equal loads the set holds the larger index last: jump to the smallest index
+          // of that load that is not home (equal load and cost: it fits as well).
           rank_t pick = it->bin;
           state pick_state = s;
-          for (auto jt = it; jt != by_load.begin();) {
-            --jt;
-            if (jt->load != it->load) break;
+          for (auto jt = by_load.lower_bound(bin_key{it->load, 0}); jt != it; ++jt) {
             if (jt->bin == home) continue;
             const state sj = unit_state(u, k, weights, cost, states[jt->bin]);
             if (cost.value(sj) <= target) {
               pick = jt->bin;
               pick_state = sj;
+              break;
             }
           }
           best = pick;
@@ -320,7 +333,7 @@ template <class P, batch_cost C>
         content[home].push_back(k);
         remove_units(home, take);
         by_load.insert(bin_key{load[home], home});
-        for (std::uint32_t j : take) queue.push(j);
+        for (std::uint32_t j : take) repaired.push(j);
         continue;
       }
     }
