@@ -100,7 +100,9 @@ struct relabeling {
   std::vector<rank_t> rank_of_batch;  ///< σ: batch j → rank σ[j] (identity when nothing better was found)
   std::uint64_t max_identity = 0;     ///< max per-rank inter-node volume with σ = identity
   std::uint64_t max_relabeled = 0;    ///< the same with σ (≤ max_identity, always)
-  std::uint32_t iterations = 0;       ///< improving swaps performed (heuristic) / search nodes (exact)
+  /// Work done: swaps of the local search (heuristic), matching probes (one rank per node,
+  /// exact path) or search-tree nodes (`relabel_nodewise_exact` with several ranks per node).
+  std::uint32_t iterations = 0;
 
   [[nodiscard]] bool is_identity() const noexcept {
     for (std::size_t j = 0; j < rank_of_batch.size(); ++j)
@@ -585,14 +587,23 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 /// rank inside a node pairs the rank that sends most with the batch that receives least
 /// (exact by an exchange argument). The search runs over batch→node maps: two starts (the
 /// identity's nodes, and a greedy max-affinity map), the better is improved by bottleneck
-/// swaps (see `detail::improve`); within a node, batches whose own rank is there stay on it
-/// when that does not exceed the reached maximum (fewer intra-node moves).
+/// swaps (see `detail::improve`), then by iterated local search (`perturbations` rounds of
+/// two seeded random swaps out of the bottleneck node and a new descent; the best map is
+/// kept); within a node, batches whose own rank is there stay on it when that does not
+/// exceed the reached maximum (fewer intra-node moves). With one rank per node and at most
+/// `exact_up_to` ranks the problem is a bottleneck assignment and is solved exactly instead.
+///
+/// Inter-node volume, the objective: for rank q, the bytes q sends to ranks of other nodes
+/// plus the bytes q receives from ranks of other nodes (`inter_node_volume`); a rank's NIC
+/// carries both directions, and the slowest rank bounds the all-to-all (OrchMLLM eq. (5)).
 ///
 /// Guarantee: never worse than the identity on the maximum; when it cannot strictly improve
 /// the maximum it returns the identity (no gratuitous moves). Balance is unaffected: the
 /// batches, hence the per-rank loads, are permuted as a whole. Deterministic (ties by index).
-/// Complexity: O(n log n + d log d) to build the model, then per swap O(c · P · (c log c + L))
-/// for P partner batches and L entries per batch list; iterations ≤ `max_iterations`.
+/// Complexity: O(n + d log d) to build the model (two counting sorts), then per swap
+/// O(c · P · (c log c + log L)) for P ≤ `partner_candidates` + `low_volume_candidates`
+/// partners and L entries per batch list; swaps per descent ≤ `max_iterations`. Measured:
+/// see bench/results/rearrange.md (d = 2,560, 8 ranks per node).
 /// @see OrchMLLM §5.2.2, Algorithm 3.
 [[nodiscard]] inline relabeling relabel_nodewise(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                                                  rank_t ranks_per_node, const relabel_options& options = {}) {
