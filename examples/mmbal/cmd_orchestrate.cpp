@@ -52,8 +52,8 @@ void print_table(const mmbal::orchestrate::orchestration& o, double elapsed) {
   std::cout << "\nencoder outputs to LLM ranks: composed " << o.composed_bytes << " B (inter-node "
             << o.composed_inter_node_bytes << "), two hops " << o.two_hop_bytes << " B (inter-node "
             << o.two_hop_inter_node_bytes << ")\n";
-  std::cout << "plan fingerprint " << mmbal::tool::hex64(o.fingerprint) << ", planning " << std::setprecision(4)
-            << elapsed << " us\n";
+  std::cout << "plan fingerprint " << mmbal::tool::hex64(o.fingerprint) << ", planning " << std::fixed
+            << std::setprecision(0) << elapsed << " us\n";
 }
 
 int run_orchestrate(const orchestrate_state& s) {

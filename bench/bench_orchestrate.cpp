@@ -1,0 +1,257 @@
+// Orchestration at OrchMLLM's scale (DESIGN.md §7): 2,560 ranks × 60 omni samples, three
+// phases (image, audio, LLM), including relabeling and composition.
+//
+// Workload: WORKLOADS.md family (d) (omni), 153,600 samples dealt round-robin, seed 1. Video
+// segments are encoded by the same ViT as images in Qwen2-VL, so they join the image phase
+// here (three phases as in OrchMLLM's MLLM-10B evaluation). Policies: the orchestrator's
+// defaults (image tokens + lpt, audio padded + padded, LLM attention + lpt), 8 ranks per
+// node, 1 byte per token.
+//
+// Reported in the same run:
+// - BM_sort_baseline: std::sort of as many random 64-bit keys as the three phases have items
+//   (a copy of the keys is sorted each iteration; the copy is included);
+// - BM_orchestrate: the full plan; counters `peak_extra_MiB` (peak heap growth while planning,
+//   from a counting operator new), `composed_over_two_hop` (encoder→LLM bytes), the items;
+// - BM_orchestrate_no_relabel: the same without node-wise relabeling;
+// - BM_orchestrate_migrate: every phase with `migrate` (eps 0.5 %); counters compare with the
+//   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
+#include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/workload/generators.hpp>
+#include <mmbal/workload/length_data.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <ctime>
+#include <new>
+#include <vector>
+
+// ---------------------------------------------------------------- counting allocator
+namespace {
+std::atomic<std::int64_t> g_live{0};
+std::atomic<std::int64_t> g_peak{0};
+
+void note_alloc(std::size_t n) {
+  const std::int64_t now = g_live.fetch_add(static_cast<std::int64_t>(n)) + static_cast<std::int64_t>(n);
+  std::int64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {}
+}
+// Every block carries its size in a 16-byte header so delete can account for it.
+void* counted_alloc(std::size_t n) {
+  void* p = std::malloc(n + 16);
+  if (!p) throw std::bad_alloc();
+  *static_cast<std::size_t*>(p) = n;
+  note_alloc(n);
+  return static_cast<char*>(p) + 16;
+}
+void counted_free(void* p) noexcept {
+  if (!p) return;
+  char* base = static_cast<char*>(p) - 16;
+  g_live.fetch_sub(static_cast<std::int64_t>(*reinterpret_cast<std::size_t*>(base)));
+  std::free(base);
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+
+namespace {
+
+constexpr mmbal::rank_t ranks = 2560;
+constexpr mmbal::rank_t ranks_per_node = 8;
+constexpr std::uint64_t samples_per_rank = 60;
+
+const mmbal::workload& omni_workload() {
+  static const mmbal::workload w = [] {
+    mmbal::generator_options o;
+    o.samples = samples_per_rank * ranks;
+    o.ranks = ranks;
+    o.seed = 1;
+    mmbal::workload g = mmbal::generate(mmbal::family::omni, o, mmbal::default_length_data());
+    // Video joins the image phase (same ViT in Qwen2-VL): three phases.
+    const auto video = g.find_modality("video");
+    const auto image = g.intern_modality("image");
+    if (video)
+      for (auto& s : g.samples)
+        for (auto& seg : s.segments)
+          if (seg.modality == *video) seg.modality = image;
+    return g;
+  }();
+  return w;
+}
+
+mmbal::orchestrate::orchestrator make(bool relabel, const char* algorithm = nullptr) {
+  mmbal::orchestrate::orchestrator_options opt;
+  opt.ranks = ranks;
+  opt.ranks_per_node = ranks_per_node;
+  opt.relabel = relabel;
+  mmbal::orchestrate::orchestrator o(opt);
+  if (algorithm)
+    for (const char* phase : {"image", "audio", "llm"}) {
+      auto p = mmbal::orchestrate::default_policy(phase);
+      p.algorithm = mmbal::balance::parse_algorithm(algorithm);
+      o.set_policy(phase, p);
+    }
+  return o;
+}
+
+std::uint64_t total_items(const mmbal::orchestrate::orchestration& o) {
+  std::uint64_t n = 0;
+  for (const auto& p : o.phases) n += p.report.items;
+  return n;
+}
+
+void BM_sort_baseline(benchmark::State& state) {
+  const auto o = make(false).plan(omni_workload());
+  const std::uint64_t n = total_items(o);
+  std::vector<std::uint64_t> keys(n);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& k : keys) {  // xorshift64: any fixed pseudo-random keys
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    k = x;
+  }
+  std::vector<std::uint64_t> work(n);
+  for (auto _ : state) {
+    std::copy(keys.begin(), keys.end(), work.begin());
+    std::sort(work.begin(), work.end());
+    benchmark::DoNotOptimize(work.data());
+  }
+  state.counters["keys"] = static_cast<double>(n);
+}
+BENCHMARK(BM_sort_baseline)->Unit(benchmark::kMillisecond);
+
+void run_plan(benchmark::State& state, bool relabel) {
+  const auto& w = omni_workload();
+  const auto orch = make(relabel);
+  // One measured run for memory: peak heap growth above the level before planning.
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  mmbal::orchestrate::orchestration o = orch.plan(w);
+  const double peak_mib = static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0);
+  for (auto _ : state) {
+    auto r = orch.plan(w);
+    benchmark::DoNotOptimize(r.fingerprint);
+  }
+  state.counters["peak_extra_MiB"] = peak_mib;
+  state.counters["items"] = static_cast<double>(total_items(o));
+  state.counters["composed_over_two_hop"] =
+      o.two_hop_bytes ? static_cast<double>(o.composed_bytes) / static_cast<double>(o.two_hop_bytes) : 1.0;
+  double id = 0, rel = 0;
+  for (const auto& p : o.phases) {
+    id = std::max(id, static_cast<double>(p.report.inter_node_max_identity));
+    rel = std::max(rel, static_cast<double>(p.report.inter_node_max_relabeled));
+    state.counters[p.name + "_max_over_lb"] = p.report.lower_bound > 0 ? p.report.max_after / p.report.lower_bound : 1;
+  }
+  state.counters["internode_max_relabeled_over_identity"] = id > 0 ? rel / id : 1.0;
+}
+
+void BM_orchestrate(benchmark::State& state) { run_plan(state, true); }
+BENCHMARK(BM_orchestrate)->Unit(benchmark::kMillisecond);
+
+void BM_orchestrate_no_relabel(benchmark::State& state) { run_plan(state, false); }
+BENCHMARK(BM_orchestrate_no_relabel)->Unit(benchmark::kMillisecond);
+
+// Where the time goes: the orchestrator's stages run one by one (same calls as `plan`), CPU
+// milliseconds per stage summed over the three phases as counters.
+void BM_breakdown(benchmark::State& state) {
+  const auto& w = omni_workload();
+  const auto cpu_ms = [] { return static_cast<double>(std::clock()) * 1000.0 / CLOCKS_PER_SEC; };
+  double items_ms = 0, solve_ms = 0, relabel_ms = 0, compose_ms = 0, report_ms = 0;
+  std::int64_t runs = 0;
+  for (auto _ : state) {
+    std::vector<mmbal::phase_items> items;
+    std::vector<mmbal::rearrangement> forward;
+    for (const char* phase : {"image", "audio", "llm"}) {
+      double t = cpu_ms();
+      mmbal::phase_items it = mmbal::phase_items_of(w, phase);
+      std::vector<std::uint64_t> bytes(it.weights.begin(), it.weights.end());
+      items_ms += cpu_ms() - t;
+      t = cpu_ms();
+      const auto policy = mmbal::orchestrate::default_policy(phase);
+      mmbal::balance::problem prob;
+      prob.weights = it.weights;
+      prob.bins = ranks;
+      prob.origin = it.origin;
+      prob.bytes = bytes;
+      prob.ranks_per_node = ranks_per_node;
+      const mmbal::assignment a = mmbal::balance::solve(policy.algorithm, policy.cost, prob);
+      solve_ms += cpu_ms() - t;
+      t = cpu_ms();
+      const mmbal::rearrangement r = mmbal::rearrangement::from_origin(it.origin, a);
+      const mmbal::relabeling rl = mmbal::relabel_nodewise(r, bytes, ranks_per_node);
+      mmbal::rearrangement f = mmbal::apply_relabeling(r, rl.rank_of_batch);
+      relabel_ms += cpu_ms() - t;
+      t = cpu_ms();
+      mmbal::partition final_ranks{ranks, std::vector<mmbal::rank_t>(f.size())};
+      for (std::size_t i = 0; i < f.size(); ++i) final_ranks.bin_of[i] = f.destination[i].rank;
+      const auto loads = std::visit(
+          [&](const auto& c) { return mmbal::bin_loads(final_ranks, std::span<const mmbal::length_t>(it.weights), c); },
+          policy.cost);
+      benchmark::DoNotOptimize(loads.data());
+      benchmark::DoNotOptimize(mmbal::fingerprint(f, bytes));
+      report_ms += cpu_ms() - t;
+      items.push_back(std::move(it));
+      forward.push_back(std::move(f));
+    }
+    const double t = cpu_ms();
+    for (std::size_t k = 0; k < 2; ++k) {
+      const auto c = mmbal::compose_encoder_to_llm(items[k], forward[k], forward[2]);
+      benchmark::DoNotOptimize(c.composed.destination.data());
+    }
+    compose_ms += cpu_ms() - t;
+    ++runs;
+  }
+  const double n = static_cast<double>(std::max<std::int64_t>(runs, 1));
+  state.counters["items_ms"] = items_ms / n;
+  state.counters["solve_ms"] = solve_ms / n;
+  state.counters["relabel_ms"] = relabel_ms / n;
+  state.counters["compose_ms"] = compose_ms / n;
+  state.counters["loads_fp_ms"] = report_ms / n;
+}
+BENCHMARK(BM_breakdown)->Unit(benchmark::kMillisecond);
+
+void BM_orchestrate_migrate(benchmark::State& state) {
+  const auto& w = omni_workload();
+  const auto lpt = make(true, "lpt").plan(w);
+  const auto orch = make(true, "migrate:eps=0.005");
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  const auto mig = orch.plan(w);
+  const double peak_mib = static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0);
+  for (auto _ : state) {
+    auto r = orch.plan(w);
+    benchmark::DoNotOptimize(r.fingerprint);
+  }
+  double lpt_bytes = 0, mig_bytes = 0, lpt_inter = 0, mig_inter = 0, worst_max = 0;
+  for (std::size_t k = 0; k < mig.phases.size(); ++k) {
+    const auto& a = lpt.phases[k].report;
+    const auto& b = mig.phases[k].report;
+    lpt_bytes += static_cast<double>(a.moved_bytes);
+    mig_bytes += static_cast<double>(b.moved_bytes);
+    lpt_inter += static_cast<double>(a.inter_node_bytes);
+    mig_inter += static_cast<double>(b.inter_node_bytes);
+    worst_max = std::max(worst_max, a.max_after > 0 ? b.max_after / a.max_after : 1.0);
+    state.counters[b.name + "_bytes_vs_lpt"] =
+        a.moved_bytes ? static_cast<double>(b.moved_bytes) / static_cast<double>(a.moved_bytes) : 1.0;
+  }
+  state.counters["peak_extra_MiB"] = peak_mib;
+  state.counters["bytes_vs_lpt"] = lpt_bytes > 0 ? mig_bytes / lpt_bytes : 1.0;
+  state.counters["internode_bytes_vs_lpt"] = lpt_inter > 0 ? mig_inter / lpt_inter : 1.0;
+  state.counters["worst_max_vs_lpt"] = worst_max;
+  state.counters["lpt_bytes_per_step"] = lpt_bytes;
+  state.counters["migrate_bytes_per_step"] = mig_bytes;
+}
+BENCHMARK(BM_orchestrate_migrate)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
