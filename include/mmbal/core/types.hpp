@@ -26,6 +26,10 @@ using rank_t = std::uint32_t;
 struct location {
   rank_t rank = 0;
   std::uint32_t slot = 0;
+  // Written out: nvcc's front end warns that the implicitly defaulted == is never defined.
+  friend constexpr bool operator==(const location& a, const location& b) noexcept {
+    return a.rank == b.rank && a.slot == b.slot;
+  }
   friend constexpr auto operator<=>(const location&, const location&) = default;
 };
 
