@@ -13,6 +13,7 @@
 #include <mmbal/rearrange/rearrangement.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -144,36 +145,30 @@ struct relabel_model {
     const std::size_t n = r.size();
     in.assign(d, 0);
     out.assign(d, 0);
-    // (source rank, bytes) of every item grouped by batch with ascending source rank: two
-    // counting-sort passes (by source, then stably by batch) that read the rearrangement
-    // sequentially — no comparison sorts, no random reads by item id.
-    std::vector<std::size_t> by_src(d + std::size_t{1}, 0), first(d + std::size_t{1}, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      ++by_src[r.source[i].rank + std::size_t{1}];
-      ++first[r.destination[i].rank + std::size_t{1}];
-    }
-    // (by_src is only needed when the sources are not already sorted; counting is cheap.)
-    for (rank_t j = 0; j < d; ++j) {
-      by_src[j + 1] += by_src[j];
-      first[j + 1] += first[j];
-    }
+    // (source rank, bytes) of every item grouped by batch with ascending source rank: an LSD
+    // radix sort on the key (batch << 32 | source) with 8-bit digits, skipping the digits that
+    // are zero for every key. Each pass reads sequentially and writes to at most 256 streams;
+    // a counting sort over d buckets (thousands of write streams) was the bottleneck.
+    std::vector<std::size_t> first(d + std::size_t{1}, 0);
     struct entry {
-      rank_t src, batch;
-      std::uint64_t bytes;
+      std::uint64_t key, bytes;
     };
-    std::vector<entry> items(n);
-    std::vector<std::size_t> pos(first.begin(), first.end() - 1);
-    bool sorted_by_source = true;  // rank-major ids (the gathered order) need no first pass
-    for (std::size_t i = 1; i < n && sorted_by_source; ++i) sorted_by_source = r.source[i - 1].rank <= r.source[i].rank;
-    if (sorted_by_source) {
-      for (std::size_t i = 0; i < n; ++i)
-        items[pos[r.destination[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
-    } else {
-      std::vector<entry> tmp(n);
-      for (std::size_t i = 0; i < n; ++i)
-        tmp[by_src[r.source[i].rank]++] = entry{r.source[i].rank, r.destination[i].rank, bytes[i]};
-      for (const entry& e : tmp) items[pos[e.batch]++] = e;
+    std::vector<entry> items(n), spare(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ++first[r.destination[i].rank + std::size_t{1}];
+      items[i] = entry{(std::uint64_t{r.destination[i].rank} << 32) | r.source[i].rank, bytes[i]};
     }
+    for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
+    const int rank_bits = d > 1 ? std::bit_width(std::uint64_t{d} - 1) : 0;
+    for (const int base : {0, 32})
+      for (int shift = base; shift < base + rank_bits; shift += 8) {
+        std::size_t count[257] = {};
+        for (const entry& e : items) ++count[((e.key >> shift) & 0xff) + 1];
+        for (int k = 0; k < 256; ++k) count[k + 1] += count[k];
+        for (const entry& e : items) spare[count[(e.key >> shift) & 0xff]++] = e;
+        items.swap(spare);
+      }
+    spare = {};
     rank_vol.reserve(n);
     node_vol.reserve(n);
     rank_first.assign(1, 0);
@@ -183,13 +178,14 @@ struct relabel_model {
       for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
         const entry& e = items[k];
         if (e.bytes == 0) continue;
+        const auto src = static_cast<rank_t>(e.key & 0xffffffffULL);
         in[j] += e.bytes;
-        out[e.src] += e.bytes;
-        if (rank_vol.size() > rank_first.back() && rank_vol.back().first == e.src)
+        out[src] += e.bytes;
+        if (rank_vol.size() > rank_first.back() && rank_vol.back().first == src)
           rank_vol.back().second += e.bytes;
         else
-          rank_vol.emplace_back(e.src, e.bytes);
-        const rank_t m = e.src / c;
+          rank_vol.emplace_back(src, e.bytes);
+        const rank_t m = src / c;
         if (node_vol.size() > node_first.back() && node_vol.back().first == m) {
           node_vol.back().second += e.bytes;
         } else {
@@ -280,18 +276,22 @@ struct relabel_state {
   /// O(c log c + entries of the two batches on m). Touches nothing.
   [[nodiscard]] std::uint64_t cost_if_swapped(rank_t m, rank_t leave, rank_t enter, std::uint64_t enter_recv,
                                               std::span<const std::uint64_t> recv_of_member) {
+    return cost_if_swapped(m, leave, on_node(leave, m), on_node(enter, m), enter_recv, recv_of_member);
+  }
+
+  /// The same with the two batches' entry ranges on node m already looked up (`on_node`).
+  [[nodiscard]] std::uint64_t cost_if_swapped(rank_t m, rank_t leave, std::pair<std::size_t, std::size_t> leave_on_m,
+                                              std::pair<std::size_t, std::size_t> enter_on_m, std::uint64_t enter_recv,
+                                              std::span<const std::uint64_t> recv_of_member) {
     const relabel_model& md = *model;
     const rank_t b = md.node_begin(m), e = md.node_end(m);
     sent_buf.resize(e - b);
     for (rank_t q = b; q < e; ++q) sent_buf[q - b] = md.out[q] - kept[q];
-    {  // the leaving batch's bytes from m now cross nodes; the entering batch's stop crossing
-      const auto [lo, hi] = on_node(leave, m);
-      for (std::size_t k = lo; k < hi; ++k) sent_buf[md.rank_vol[k].first - b] += md.rank_vol[k].second;
-    }
-    {
-      const auto [lo, hi] = on_node(enter, m);
-      for (std::size_t k = lo; k < hi; ++k) sent_buf[md.rank_vol[k].first - b] -= md.rank_vol[k].second;
-    }
+    // The leaving batch's bytes from m now cross nodes; the entering batch's stop crossing.
+    for (std::size_t k = leave_on_m.first; k < leave_on_m.second; ++k)
+      sent_buf[md.rank_vol[k].first - b] += md.rank_vol[k].second;
+    for (std::size_t k = enter_on_m.first; k < enter_on_m.second; ++k)
+      sent_buf[md.rank_vol[k].first - b] -= md.rank_vol[k].second;
     recv_buf.clear();
     for (std::size_t i = 0; i < members[m].size(); ++i)
       recv_buf.push_back(members[m][i] == leave ? enter_recv : recv_of_member[i]);
@@ -436,6 +436,7 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
   std::vector<rank_t> cand;
   std::vector<std::uint32_t> mark(md.d, 0);
   std::vector<std::uint64_t> score(md.d, 0), recv1, recv2;
+  std::vector<std::pair<std::size_t, std::size_t>> own_on_m1;
   std::uint32_t stamp = 0, swaps = 0;
   while (swaps < cap) {
     const auto top = std::max_element(st.cost.begin(), st.cost.end());
@@ -472,12 +473,16 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
     rank_t best_j = 0, best_k = 0;
     st.member_recv(m1, recv1);
     const std::vector<rank_t> own = st.members[m1];
+    own_on_m1.clear();
+    for (rank_t j : own) own_on_m1.push_back(st.on_node(j, m1));
     for (rank_t k : cand) {
       const rank_t m2 = st.node_of_batch[k];
       const std::uint64_t k_recv_m1 = md.recv_at(k, m1);
+      const auto k_on_m1 = st.on_node(k, m1);
       bool m2_loaded = false;
-      for (rank_t j : own) {
-        const std::uint64_t c1 = st.cost_if_swapped(m1, j, k, k_recv_m1, recv1);
+      for (std::size_t jj = 0; jj < own.size(); ++jj) {
+        const rank_t j = own[jj];
+        const std::uint64_t c1 = st.cost_if_swapped(m1, j, own_on_m1[jj], k_on_m1, k_recv_m1, recv1);
         if (c1 >= best) continue;
         if (!m2_loaded) {
           st.member_recv(m2, recv2);
@@ -630,7 +635,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     out.iterations = detail::improve(st, md, options, low_in);
     // Iterated local search: kick the bottleneck node with a few seeded random swaps, descend
     // again, remember the best batch→node map seen. Deterministic (portable RNG, fixed seed).
-    std::vector<rank_t> best_nodes = st.node_of_batch;
+    detail::relabel_state best_state = st;  // copies are O(d); rebuilding would be O(n)
     std::uint64_t best = st.max_cost();
     auto g = make_rng(0x72656c6162656cULL, md.d, md.nodes);
     const std::uint32_t rounds = options.perturbations ? options.perturbations : (md.nodes <= 32 ? 64 : 4);
@@ -645,11 +650,10 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
       out.iterations += detail::improve(st, md, options, low_in);
       if (st.max_cost() < best) {
         best = st.max_cost();
-        best_nodes = st.node_of_batch;
+        best_state = st;
       }
     }
-    detail::relabel_state final_state(md, best_nodes);
-    sigma = final_state.ranks_of_batches(final_state.max_cost());
+    sigma = best_state.ranks_of_batches(best_state.max_cost());
   }
   const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, sigma);
   if (reached < out.max_identity) {
