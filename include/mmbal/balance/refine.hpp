@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <span>
 #include <utility>
@@ -278,41 +279,66 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   const std::uint64_t max_steps = std::uint64_t{opts.max_passes} * u.count;
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
 
+  // Bounded work per step for large bins: the top bin offers its `max_candidates` costliest
+  // units, a partner its `max_candidates` cheapest (positions kept in slot order, so ties are
+  // broken as without the cap), and a step stops trying partners after `budget` state folds.
+  constexpr std::size_t max_candidates = 32;
+  constexpr std::uint64_t budget = std::uint64_t{1} << 22;
+  std::vector<double> solo(u.count);
+  for (std::uint32_t k = 0; k < u.count; ++k) solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+  auto candidates = [&](const std::vector<std::uint32_t>& c, bool costliest, std::vector<std::size_t>& out) {
+    out.resize(c.size());
+    std::iota(out.begin(), out.end(), std::size_t{0});
+    if (c.size() <= max_candidates) return;
+    auto before = [&](std::size_t x, std::size_t y) {
+      if (solo[c[x]] != solo[c[y]]) return costliest ? solo[c[x]] > solo[c[y]] : solo[c[x]] < solo[c[y]];
+      return c[x] < c[y];
+    };
+    std::partial_sort(out.begin(), out.begin() + max_candidates, out.end(), before);
+    out.resize(max_candidates);
+    std::sort(out.begin(), out.end());
+  };
+
   std::vector<state> without_h, without_t;
+  std::vector<std::size_t> cand_h, cand_t;
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
     const rank_t h = most_loaded(by_load).bin;
     const double lh = load[h];
     if (lh <= stop_at) return;
     const auto& hc = content[h];
     auto fixed = [&](std::uint32_t k) { return movable != nullptr && !(*movable)[k]; };
+    candidates(hc, true, cand_h);
     without_h.clear();
-    for (std::uint32_t k : hc) without_h.push_back(fold(hc, k));
+    for (std::size_t a : cand_h) without_h.push_back(fold(hc, hc[a]));
+    std::uint64_t work = std::uint64_t{cand_h.size()} * hc.size();
     refine_step best;
     std::uint32_t tried = 0;
-    for (auto it = by_load.begin(); it != by_load.end() && tried < opts.max_partners; ++it) {
+    for (auto it = by_load.begin(); it != by_load.end() && tried < opts.max_partners && work < budget; ++it) {
       if (it->bin == h) continue;
       const rank_t t = it->bin;
       if (!(load[t] < lh)) break;
       ++tried;
       const auto& tc = content[t];
+      candidates(tc, false, cand_t);
       without_t.clear();
-      for (std::uint32_t k : tc) without_t.push_back(fold(tc, k));
+      for (std::size_t b : cand_t) without_t.push_back(fold(tc, tc[b]));
+      work += std::uint64_t{cand_t.size()} * (tc.size() + cand_h.size()) + cand_h.size();
       auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
         if (!(q < lh) || (has_cap && new_t > cap)) return;
         if (!best.found || q < best.quality) best = refine_step{true, q, new_h, new_t, t, out, in};
       };
-      for (std::size_t a = 0; a < hc.size(); ++a) {
-        const std::uint32_t ka = hc[a], sa = u.size(ka);
+      for (std::size_t ia = 0; ia < cand_h.size(); ++ia) {
+        const std::uint32_t ka = hc[cand_h[ia]], sa = u.size(ka);
         if (fixed(ka)) continue;
         if (cb.admits(st.counts[h] - sa) && cb.admits(st.counts[t] + sa))
-          consider(ka, none, cost.value(without_h[a]), cost.value(unit_state(u, ka, weights, cost, states[t])));
-        for (std::size_t b = 0; b < tc.size(); ++b) {
-          const std::uint32_t kb = tc[b], sb = u.size(kb);
+          consider(ka, none, cost.value(without_h[ia]), cost.value(unit_state(u, ka, weights, cost, states[t])));
+        for (std::size_t ib = 0; ib < cand_t.size(); ++ib) {
+          const std::uint32_t kb = tc[cand_t[ib]], sb = u.size(kb);
           if (fixed(kb)) continue;
           if (!cb.admits(st.counts[h] - sa + sb) || !cb.admits(st.counts[t] + sb - sa)) continue;
-          consider(ka, kb, cost.value(unit_state(u, kb, weights, cost, without_h[a])),
-                   cost.value(unit_state(u, ka, weights, cost, without_t[b])));
+          consider(ka, kb, cost.value(unit_state(u, kb, weights, cost, without_h[ia])),
+                   cost.value(unit_state(u, ka, weights, cost, without_t[ib])));
         }
       }
       if (best.found) break;
@@ -358,7 +384,9 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   `groups` (a group moves as one unit, so its items move together or not at all).
 /// - Complexity: additive costs keep each bin's units sorted by cost and find the best swap
 ///   partner by binary search: O(s log s · max_partners + s + log d) per step (s = units per
-///   bin); other costs refold bins, O(s² · max_partners) per step. At most
+///   bin); other costs refold bins: per step the 32 costliest units of the top bin and the 32
+///   cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per
+///   partner, and a step stops trying partners after about 4 M unit folds. At most
 ///   `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
