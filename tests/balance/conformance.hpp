@@ -151,6 +151,7 @@ struct algorithm_under_test {
   std::string spec;
   std::vector<std::string> costs;  // cost specs it accepts
   bool count_equal = true, count_fixed = true, capacity = true, groups = true, groups_with_fixed = true;
+  bool needs_origin = false;  // migrate: starts from a current placement
 };
 
 inline std::vector<algorithm_under_test> all_algorithms() {
@@ -170,24 +171,45 @@ inline std::vector<algorithm_under_test> all_algorithms() {
       {"padded", {"padded", "padded-attention:alpha=1,beta=0.0001"}, false, true, true, false, false},
       {"conv", {"conv:lambda=0.001", "conv:lambda=0"}, false, true, false, false, false},
       {"kk", additive, true, false, false, true, false},
+      {"lpt+refine", every},
+      {"kk+refine", additive, true, false, false, true, false},
+      {"padded+refine", {"padded"}, false, true, true, false, false},
+      {"migrate:eps=0.001", every, false, false, true, true, false, true},
+      {"migrate:eps=0.05+refine", additive, false, false, true, true, false, true},
   };
 }
 
 /// Runs `spec` through `solve` on a vector and on a copy that went through a std::deque
 /// (different storage), and checks both agree and are repeatable.
 inline assignment solve_checked(const balance::algorithm_spec& spec, const cost::any_cost& c,
-                                const std::vector<length_t>& weights, rank_t bins, const balance::constraints& limits) {
-  const assignment a = balance::solve(spec, c, balance::problem{weights, bins, limits});
-  const assignment again = balance::solve(spec, c, balance::problem{weights, bins, limits});
+                                const std::vector<length_t>& weights, rank_t bins, const balance::constraints& limits,
+                                std::span<const rank_t> origin = {}) {
+  balance::problem p{weights, bins, limits};
+  p.origin = origin;
+  const assignment a = balance::solve(spec, c, p);
+  const assignment again = balance::solve(spec, c, p);
   CHECK(a == again);
   const std::deque<length_t> dq(weights.begin(), weights.end());
   const std::vector<length_t> copy(dq.begin(), dq.end());
   std::vector<std::uint64_t> groups_copy(limits.groups.begin(), limits.groups.end());
+  const std::vector<rank_t> origin_copy(origin.begin(), origin.end());
   balance::constraints limits_copy = limits;
   limits_copy.groups = groups_copy;
-  const assignment b = balance::solve(spec, c, balance::problem{copy, bins, limits_copy});
+  balance::problem q{copy, bins, limits_copy};
+  q.origin = origin_copy;
+  const assignment b = balance::solve(spec, c, q);
   CHECK(a == b);
   return a;
+}
+
+/// A current placement for `migrate`: ranks drawn from the seed, one rank per group.
+inline std::vector<rank_t> random_origin(std::size_t n, rank_t bins, std::uint64_t seed,
+                                         std::span<const std::uint64_t> groups = {}) {
+  rng_engine g = make_rng(seed, 0x0919);
+  std::vector<rank_t> origin(n);
+  for (std::size_t i = 0; i < n; ++i)
+    origin[i] = groups.empty() ? static_cast<rank_t>(uniform_below(g, bins)) : static_cast<rank_t>(groups[i] % bins);
+  return origin;
 }
 
 /// All invariants of one run; returns the max load.

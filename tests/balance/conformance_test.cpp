@@ -52,18 +52,37 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
   const algorithm_spec spec = parse_algorithm(alg.spec);
   for (std::uint64_t seed = 0; seed < seeds; ++seed) {
     // Tolerance with a capacity scans its window per item (O(n·w)): keep its instances smaller.
-    const std::size_t max_n = spec.base == algorithm_kind::tolerance ? 3000 : 10000;
+    // migrate and +refine are polished local searches: smaller instances keep the kit fast.
+    const std::size_t max_n = spec.base == algorithm_kind::tolerance || spec.base == algorithm_kind::migrate ? 2000
+                              : spec.refine                                                                  ? 1500
+                                                                                                             : 10000;
     const test::instance in = test::random_instance(seed * 7919 + alg.spec.size() * 104729, max_n);
     const std::string cost_spec = alg.costs[seed % alg.costs.size()];
     const cost::any_cost c = cost::parse_cost(cost_spec);
     const std::size_t n = in.weights.size();
     const rank_t d = in.bins;
     INFO(alg.spec << " seed " << seed << " cost " << cost_spec << " n " << n << " d " << d << " " << in.shape);
+    const std::vector<rank_t> origin = alg.needs_origin ? test::random_origin(n, d, seed) : std::vector<rank_t>{};
+    auto solve_one = [&](const constraints& limits) {
+      return test::solve_checked(spec, c, in.weights, d, limits, origin);
+    };
+    auto problem_of = [&](const constraints& limits) {
+      problem p{in.weights, d, limits};
+      p.origin = origin;
+      return p;
+    };
 
     // Unconstrained.
     {
-      const assignment a = test::solve_checked(spec, c, in.weights, d, {});
+      const assignment a = solve_one({});
       const double mx = test::check_run(a, in.weights, d, c, {});
+      if (spec.refine) {
+        // Refinement never makes the maximum worse than the base algorithm's.
+        algorithm_spec base = spec;
+        base.refine = false;
+        const assignment b = test::solve_checked(base, c, in.weights, d, {}, origin);
+        CHECK(mx <= test::check_run(b, in.weights, d, c, {}));
+      }
       // Nothing can beat the plain lower bound (valid for every built-in cost).
       std::visit([&](const auto& cost) { CHECK(mx >= lower_bound(in.weights, d, cost) * (1 - 1e-12)); }, c);
     }
@@ -72,13 +91,10 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
       constraints limits;
       limits.counts.kind = count_cap::mode::equal;
       if (alg.count_equal) {
-        const assignment a = test::solve_checked(spec, c, in.weights, d, limits);
+        const assignment a = solve_one(limits);
         test::check_run(a, in.weights, d, c, limits);
       } else {
-        CHECK_THAT(error_of([&] {
-                     (void)solve(spec, c, problem{in.weights, d, limits});
-                   }),
-                   Catch::Contains("count_cap equal"));
+        CHECK_THAT(error_of([&] { (void)solve(spec, c, problem_of(limits)); }), Catch::Contains("count_cap"));
       }
     }
     // A fixed cap at or above ⌈n/d⌉ (feasible).
@@ -87,13 +103,10 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
       limits.counts.kind = count_cap::mode::fixed;
       limits.counts.cap = static_cast<std::uint32_t>((n + d - 1) / d + seed % 3);
       if (alg.count_fixed) {
-        const assignment a = test::solve_checked(spec, c, in.weights, d, limits);
+        const assignment a = solve_one(limits);
         test::check_run(a, in.weights, d, c, limits);
       } else {
-        CHECK_THAT(error_of([&] {
-                     (void)solve(spec, c, problem{in.weights, d, limits});
-                   }),
-                   Catch::Contains("count_cap fixed"));
+        CHECK_THAT(error_of([&] { (void)solve(spec, c, problem_of(limits)); }), Catch::Contains("count_cap"));
       }
     }
     // A capacity: list scheduling keeps an additive cost within Σ/d + max item (+ v for the
@@ -109,17 +122,14 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
             is_additive(c) && (spec.base == algorithm_kind::lpt || spec.base == algorithm_kind::greedy_ascending ||
                                (spec.base == algorithm_kind::tolerance && spec.tolerance == 0));
         std::optional<assignment> a;
-        const std::string err = error_of([&] { a = test::solve_checked(spec, c, in.weights, d, limits); });
+        const std::string err = error_of([&] { a = solve_one(limits); });
         if (must_fit) REQUIRE(err == "no error");
         if (a)
           test::check_run(*a, in.weights, d, c, limits);
         else
           CHECK_THAT(err, Catch::Contains("capacity"));
       } else {
-        CHECK_THAT(error_of([&] {
-                     (void)solve(spec, c, problem{in.weights, d, limits});
-                   }),
-                   Catch::Contains("capacity"));
+        CHECK_THAT(error_of([&] { (void)solve(spec, c, problem_of(limits)); }), Catch::Contains("capacity"));
       }
     }
     // Groups, alone and with a fixed cap.
@@ -128,29 +138,32 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
       constraints limits;
       limits.groups = groups;
       if (n == 0) continue;  // an empty group list means "no groups"
+      // migrate starts from a placement that keeps every group on one rank.
+      const std::vector<rank_t> grouped_origin =
+          alg.needs_origin ? test::random_origin(n, d, seed, groups) : std::vector<rank_t>{};
       if (alg.groups) {
-        const assignment a = test::solve_checked(spec, c, in.weights, d, limits);
+        const assignment a = test::solve_checked(spec, c, in.weights, d, limits, grouped_origin);
         test::check_run(a, in.weights, d, c, limits);
       } else {
-        CHECK_THAT(error_of([&] { (void)solve(spec, c, problem{in.weights, d, limits}); }), Catch::Contains("groups"));
+        CHECK_THAT(error_of([&] { (void)solve(spec, c, problem_of(limits)); }), Catch::Contains("groups"));
       }
       limits.counts.kind = count_cap::mode::fixed;
       limits.counts.cap = static_cast<std::uint32_t>(2 * ((n + d - 1) / d) + 4);
       std::optional<assignment> a;
-      const std::string err = error_of([&] { a = test::solve_checked(spec, c, in.weights, d, limits); });
+      const std::string err =
+          error_of([&] { a = test::solve_checked(spec, c, in.weights, d, limits, grouped_origin); });
       if (a) {
         CHECK(alg.groups_with_fixed);
         test::check_run(*a, in.weights, d, c, limits);
       } else {
         // Greedy packing of groups under a cap can fail on a feasible instance; it must say so.
-        CHECK_THAT(err, Catch::Contains("count cap") || Catch::Contains("groups") || Catch::Contains("count_cap"));
+        CHECK_THAT(err, Catch::Contains("count cap") || Catch::Contains("groups") || Catch::Contains("count_cap") ||
+                            Catch::Contains("count"));
       }
       // Equal counts never combine with groups.
       limits.counts.kind = count_cap::mode::equal;
-      CHECK_THAT(error_of([&] {
-                   (void)solve(spec, c, problem{in.weights, d, limits});
-                 }),
-                 Catch::Contains("count_cap equal") || Catch::Contains("groups"));
+      CHECK_THAT(error_of([&] { (void)solve(spec, c, problem_of(limits)); }),
+                 Catch::Contains("count_cap") || Catch::Contains("groups"));
     }
   }
 }
@@ -176,7 +189,7 @@ TEST_CASE("conformance: partitioner concept", "[balance][conformance]") {
 
 TEST_CASE("conformance: every partitioner on seeded random instances", "[balance][conformance]") {
   for (const algorithm_under_test& alg : test::all_algorithms()) {
-    SECTION(alg.spec) { run_suite(alg, 150); }
+    SECTION(alg.spec) { run_suite(alg, alg.needs_origin || alg.spec.find("+refine") != std::string::npos ? 60 : 150); }
   }
 }
 

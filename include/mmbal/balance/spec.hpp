@@ -11,7 +11,9 @@
 #include <mmbal/balance/greedy_ascending.hpp>
 #include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/migrate.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
+#include <mmbal/balance/refine.hpp>
 #include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
@@ -54,8 +56,10 @@ enum class algorithm_kind : std::uint8_t {
 struct algorithm_spec {
   algorithm_kind base = algorithm_kind::lpt;
   double tolerance = 0.0;  ///< `tolerance:v=` — window on Σl, in length units (default 0)
-  double epsilon = 0.005;  ///< `migrate:eps=` — allowed max excess over lpt's max (default 0.5 %)
-  bool refine = false;     ///< `+refine` — local search after the base algorithm
+  double epsilon =
+      migrate_options{}
+          .epsilon;     ///< `migrate:eps=` — allowed max excess over lpt's max (default as `migrate_options`, 0.1 %)
+  bool refine = false;  ///< `+refine` — local search after the base algorithm
   friend bool operator==(const algorithm_spec&, const algorithm_spec&) = default;
 };
 
@@ -193,23 +197,24 @@ template <batch_cost C>
       else
         reject_cost(s, c, "an additive cost (tokens, attention, fitted or flops)");
     case algorithm_kind::migrate:
-      break;
+      return migrate(p, c, migrate_options{s.epsilon}).placement;
   }
-  mmbal::detail::throw_invalid("algorithm '", algorithm_name(s.base), "' is not available in this build");
+  mmbal::detail::throw_invalid("algorithm kind ", static_cast<int>(s.base), " is unknown");
 }
 
 }  // namespace detail
 
-/// Validates the problem, runs the base algorithm of `spec` with `cost`, then `refine` when
-/// `spec.refine`. Deterministic: the same arguments give the same assignment on every rank.
-/// Throws `invalid_input` for bad problems (bins = 0, mismatched spans, infeasible or
-/// unsupported constraints, a cost the algorithm cannot handle), naming the offending value.
+/// Validates the problem, runs the base algorithm of `spec` with `cost`, then `refine` (default
+/// `refine_options`) when `spec.refine`. `migrate` needs `p.origin` (and uses `p.bytes`,
+/// `p.ranks_per_node`); the others ignore those fields. Deterministic: the same arguments give the same assignment on
+/// every rank. Throws `invalid_input` for bad problems (bins = 0, mismatched spans, infeasible or unsupported
+/// constraints, a cost the algorithm cannot handle), naming the offending value.
 [[nodiscard]] inline assignment solve(const algorithm_spec& spec, const cost::any_cost& cost, const problem& p) {
   detail::check_problem_spans(p);
   return std::visit(
       [&](const auto& c) {
         assignment a = detail::solve_base(spec, c, p);
-        if (spec.refine) mmbal::detail::throw_invalid("algorithm '+refine' is not available in this build yet");
+        if (spec.refine) a = refine(a, p.weights, c, p.limits);
         return a;
       },
       cost);
