@@ -3,9 +3,16 @@
 /// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
 
 #include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/conv_lpt.hpp>
+#include <mmbal/balance/greedy_ascending.hpp>
+#include <mmbal/balance/karmarkar_karp.hpp>
+#include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/micro_batches.hpp>
 #include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>
