@@ -90,7 +90,8 @@ TEST_CASE("conv_attention = sum + lambda b max^2") {
 }
 
 TEST_CASE("fitted = x sum sq + y sum + z b") {
-  check_against(cost::fitted{3e-5, 0.7, 11.0}, [](const direct& d) { return 3e-5 * d.sum_sq + 0.7 * d.sum + 11.0 * d.count; });
+  check_against(cost::fitted{3e-5, 0.7, 11.0},
+                [](const direct& d) { return 3e-5 * d.sum_sq + 0.7 * d.sum + 11.0 * d.count; });
 }
 
 TEST_CASE("flops derives alpha and beta from the model") {
@@ -133,9 +134,9 @@ TEST_CASE("cost parameters are validated") {
 }
 
 TEST_CASE("cost specs parse, print and reject bad input") {
-  for (const char* spec : {"tokens", "padded", "attention:alpha=1,beta=0.0001", "padded-attention:alpha=2,beta=0.5",
-                           "conv:lambda=0.25", "fitted:x=1e-05,y=2,z=3",
-                           "flops:hidden=1024,ffn=4096,heads=16,kv_heads=4,layers=2"}) {
+  for (const char* spec :
+       {"tokens", "padded", "attention:alpha=1,beta=0.0001", "padded-attention:alpha=2,beta=0.5", "conv:lambda=0.25",
+        "fitted:x=1e-05,y=2,z=3", "flops:hidden=1024,ffn=4096,heads=16,kv_heads=4,layers=2"}) {
     const auto c = cost::parse_cost(spec);
     const auto again = cost::parse_cost(cost::to_spec(c));
     CHECK(c.index() == again.index());
