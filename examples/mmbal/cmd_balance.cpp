@@ -1,4 +1,5 @@
 // `mmbal balance`: balance one phase of a workload file over D ranks (DESIGN.md §6).
+#include <mmbal/balance/micro_batches.hpp>
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
@@ -9,6 +10,7 @@
 
 #include <charconv>
 #include <memory>
+#include <optional>
 
 namespace {
 
@@ -22,6 +24,7 @@ struct balance_options {
   std::string count_cap;
   double capacity = -1;
   std::uint64_t bytes_per_token = 1;
+  std::uint32_t micro_batches = 0;
   bool emit_assignment = false;
   bool json = false;
 };
@@ -72,6 +75,17 @@ int run_balance(const balance_options& o) {
       cost_fn);
   const traffic moved = placement_traffic(items.origin, plan.to_partition(), bytes, o.ranks_per_node);
   const load_summary sb = summarize_loads(loads_before), sa = summarize_loads(loads_after);
+  // Optional: split every rank's batch into micro-batches (items stay on their rank).
+  std::optional<balance::micro_batch_plan> micro;
+  double micro_lower = 0;
+  if (o.micro_batches > 0) {
+    std::visit(
+        [&](const auto& c) {
+          micro = balance::split_micro_batches(plan.to_partition(), p.weights, o.micro_batches, c);
+          micro_lower = balance::micro_batch_lower_bound(p.weights, p.bins, c);
+        },
+        cost_fn);
+  }
 
   if (o.json) {
     nlohmann::json j;
@@ -95,6 +109,16 @@ int run_balance(const balance_options& o) {
       for (const location& l : plan.where) a.push_back({l.rank, l.slot});
       j["assignment"] = std::move(a);
     }
+    if (micro) {
+      j["micro_batches"] = o.micro_batches;
+      j["micro_batch_sum_of_max"] = micro->sum_of_max();
+      j["micro_batch_lower_bound"] = micro_lower;
+      if (o.emit_assignment) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& l : micro->where) a.push_back({l.rank, l.micro_batch, l.slot});
+        j["micro_batch_assignment"] = std::move(a);
+      }
+    }
     tool::print_json(j);
     return 0;
   }
@@ -105,6 +129,9 @@ int run_balance(const balance_options& o) {
             << (lower > 0 ? sa.max / lower : 1.0) << "\n"
             << "moved " << moved.moved_items << " items, " << moved.moved_bytes << " bytes (" << moved.inter_node_bytes
             << " inter-node); planning " << us << " us\n";
+  if (micro)
+    std::cout << o.micro_batches << " micro-batches per rank: sum over rounds of the slowest rank "
+              << micro->sum_of_max() << " (lower bound " << micro_lower << ")\n";
   return 0;
 }
 
@@ -130,6 +157,9 @@ const bool registered = mmbal::tool::register_command(20, [](CLI::App& app) -> s
   sub->add_option("--bytes-per-token", o->bytes_per_token,
                   "Bytes per token (item bytes = LLM tokens, or encoder length, × this)")
       ->capture_default_str();
+  sub->add_option("--micro-batches", o->micro_batches,
+                  "Split each rank's batch into M micro-batches (balanced per round; reports "
+                  "micro_batch_sum_of_max, and [rank, micro_batch, slot] per item with --emit-assignment)");
   sub->add_flag("--emit-assignment", o->emit_assignment, "With --json: add [rank, slot] per item in input order");
   sub->add_flag("--json", o->json, "Print one JSON object");
   return [o] { return run_balance(*o); };

@@ -109,6 +109,30 @@ def case_balance():
             assert ratio < 1.01, f"lpt max/lower bound {ratio}"
 
 
+def case_micro_batches():
+    path, _ = generate("m.jsonl", samples=1000, ranks=16)
+    samples = load(path)
+    report = json.loads(run("balance", "--input", path, "--ranks", "16", "--cost", "tokens", "--algorithm", "lpt",
+                            "--micro-batches", "4", "--json", "--emit-assignment").stdout)
+    its = items_of(samples, "llm")
+    mb = report["micro_batch_assignment"]
+    assert len(mb) == len(its)
+    cells = {}
+    for i, (r, k, slot) in enumerate(mb):
+        assert r == report["assignment"][i][0], "micro-batching moved an item off its rank"
+        assert 0 <= k < 4
+        cells.setdefault((r, k), []).append(slot)
+    for key, slots in cells.items():
+        assert sorted(slots) == list(range(len(slots))), f"{key}: slots not 0..k-1"
+    loads = {}
+    for i, (r, k, _) in enumerate(mb):
+        loads[(r, k)] = loads.get((r, k), 0) + its[i][0]
+    sum_of_max = sum(max(loads.get((r, k), 0) for r in range(16)) for k in range(4))
+    assert abs(sum_of_max - report["micro_batch_sum_of_max"]) <= 1e-9 * sum_of_max
+    assert report["micro_batch_sum_of_max"] >= report["micro_batch_lower_bound"] * (1 - 1e-12)
+    run("balance", "--input", path, "--ranks", "16", "--micro-batches", "x", expect=2)
+
+
 def case_phases():
     path, _ = generate("p.jsonl")
     samples = load(path)
@@ -199,5 +223,5 @@ def case_isf():
     run("isf", "--input", path, "--ranks", "0", "--auto", "--target-batch", "4", expect=2)
 
 
-{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf}[sys.argv[2]]()
+{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf, "micro_batches": case_micro_batches}[sys.argv[2]]()
 print(f"tool test {sys.argv[2]}: ok")
