@@ -608,7 +608,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 /// Complexity: O(n + d log d) to build the model (two counting sorts), then per swap
 /// O(c · P · (c log c + log L)) for P ≤ `partner_candidates` + `low_volume_candidates`
 /// partners and L entries per batch list; swaps per descent ≤ `max_iterations`. Measured:
-/// see bench/results/rearrange.md (d = 2,560, 8 ranks per node).
+/// see bench/RESULTS.md, section rearrange (d = 2,560, 8 ranks per node).
 /// @see OrchMLLM §5.2.2, Algorithm 3.
 [[nodiscard]] inline relabeling relabel_nodewise(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                                                  rank_t ranks_per_node, const relabel_options& options = {}) {
