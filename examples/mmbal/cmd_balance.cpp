@@ -48,8 +48,8 @@ int run_balance(const balance_options& o) {
   const phase_items items = phase_items_of(w, o.phase);
   const cost::any_cost cost_fn = cost::parse_cost(o.cost);
   const balance::algorithm_spec algorithm = balance::parse_algorithm(o.algorithm);
-  const std::vector<std::uint64_t> bytes = tool::item_bytes(items, o.bytes_per_token);
-  const std::vector<std::uint64_t> groups = tool::item_groups(items);
+  const std::vector<std::uint64_t> bytes = phase_item_bytes(items, o.bytes_per_token, o.phase);
+  const std::vector<std::uint64_t> groups = phase_group_ids(items, o.phase);
 
   balance::problem p;
   p.weights = items.weights;

@@ -135,23 +135,6 @@ namespace detail {
   return h;
 }
 
-/// Group id per item (empty when no sample has a group); ungrouped items get ids of their own
-/// above 2^63 that no caller group can reach (larger caller groups are rejected).
-[[nodiscard]] inline std::vector<std::uint64_t> item_groups(const phase_items& items, std::string_view phase) {
-  bool any = false;
-  for (const auto& g : items.group) any = any || g.has_value();
-  if (!any) return {};
-  constexpr std::uint64_t own = std::uint64_t{1} << 63;
-  std::vector<std::uint64_t> groups(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (items.group[i] && *items.group[i] >= own)
-      mmbal::detail::throw_invalid("phase '", phase, "': group ", *items.group[i], " of sample ", items.sample_of[i],
-                                   " is >= 2^63");
-    groups[i] = items.group[i] ? *items.group[i] : own + i;
-  }
-  return groups;
-}
-
 [[nodiscard]] inline std::uint64_t checked_bytes(std::uint64_t tokens, std::uint64_t bytes_per_token,
                                                  std::string_view phase, std::size_t item) {
   if (bytes_per_token != 0 && tokens > std::numeric_limits<std::uint64_t>::max() / bytes_per_token)
@@ -304,12 +287,10 @@ class orchestrator {
     p.policy = policy(name);
     p.items = phase_items_of(w, name);
     const std::size_t n = p.items.size();
-    p.item_bytes.resize(n);
-    for (std::size_t i = 0; i < n; ++i)
-      p.item_bytes[i] = detail::checked_bytes(p.items.weights[i], options_.bytes_per_token, name, i);
+    p.item_bytes = phase_item_bytes(p.items, options_.bytes_per_token, name);
 
     std::vector<std::uint64_t> groups;
-    if (p.policy.keep_groups) groups = detail::item_groups(p.items, name);
+    if (p.policy.keep_groups) groups = phase_group_ids(p.items, name);
     balance::problem prob;
     prob.weights = p.items.weights;
     prob.bins = d;

@@ -135,4 +135,39 @@ struct phase_items {
   return encoder_phase_items(w, *m);
 }
 
+/// Bytes of each item of a phase: its weight (LLM tokens for the LLM phase, encoder length for
+/// an encoder phase) × `bytes_per_token`. Throws `invalid_input` naming the phase and item if a
+/// product exceeds 2^64 − 1. O(n).
+[[nodiscard]] inline std::vector<std::uint64_t> phase_item_bytes(const phase_items& items,
+                                                                 std::uint64_t bytes_per_token,
+                                                                 std::string_view phase) {
+  std::vector<std::uint64_t> bytes(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::uint64_t tokens = items.weights[i];
+    if (bytes_per_token != 0 && tokens > UINT64_MAX / bytes_per_token)
+      detail::throw_invalid("phase '", phase, "': item ", i, " has ", tokens, " tokens x ", bytes_per_token,
+                            " bytes per token, which exceeds 2^64 - 1");
+    bytes[i] = tokens * bytes_per_token;
+  }
+  return bytes;
+}
+
+/// Group id per item for the `groups` balancing constraint, or empty when no sample has a
+/// group. Items of samples without a group get ids of their own (2^63 + item index); a caller
+/// group ≥ 2^63 could collide with those and is rejected, naming the phase and the sample. O(n).
+[[nodiscard]] inline std::vector<std::uint64_t> phase_group_ids(const phase_items& items, std::string_view phase) {
+  bool any = false;
+  for (const auto& g : items.group) any = any || g.has_value();
+  if (!any) return {};
+  constexpr std::uint64_t own = std::uint64_t{1} << 63;
+  std::vector<std::uint64_t> groups(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items.group[i] && *items.group[i] >= own)
+      detail::throw_invalid("phase '", phase, "': group ", *items.group[i], " of sample ", items.sample_of[i],
+                            " is >= 2^63");
+    groups[i] = items.group[i] ? *items.group[i] : own + i;
+  }
+  return groups;
+}
+
 }  // namespace mmbal
