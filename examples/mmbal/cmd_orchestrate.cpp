@@ -74,20 +74,7 @@ int run_orchestrate(const orchestrate_state& s) {
     return 0;
   }
   nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : o.phases) {
-    const auto& r = p.report;
-    phases.push_back({{"name", r.name},
-                      {"items", r.items},
-                      {"max_before", r.max_before},
-                      {"max_after", r.max_after},
-                      {"mean", r.mean},
-                      {"lower_bound", r.lower_bound},
-                      {"moved_items", r.moved_items},
-                      {"moved_bytes", r.moved_bytes},
-                      {"inter_node_bytes", r.inter_node_bytes},
-                      {"inter_node_max_identity", r.inter_node_max_identity},
-                      {"inter_node_max_relabeled", r.inter_node_max_relabeled}});
-  }
+  for (const auto& p : o.phases) phases.push_back(mmbal::tool::phase_report_json(p.report));
   mmbal::tool::print_json({{"ranks", o.ranks},
                            {"ranks_per_node", o.ranks_per_node},
                            {"samples", o.samples},

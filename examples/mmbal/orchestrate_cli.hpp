@@ -9,6 +9,7 @@
 #include <mmbal/orchestrate/orchestrator.hpp>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdint>
@@ -83,6 +84,21 @@ inline std::string human_bytes(std::uint64_t b) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(u == 0 ? 0 : 1) << v << ' ' << unit[u];
   return out.str();
+}
+
+/// The per-phase fields of DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
+inline nlohmann::json phase_report_json(const orchestrate::phase_report& r) {
+  return {{"name", r.name},
+          {"items", r.items},
+          {"max_before", r.max_before},
+          {"max_after", r.max_after},
+          {"mean", r.mean},
+          {"lower_bound", r.lower_bound},
+          {"moved_items", r.moved_items},
+          {"moved_bytes", r.moved_bytes},
+          {"inter_node_bytes", r.inter_node_bytes},
+          {"inter_node_max_identity", r.inter_node_max_identity},
+          {"inter_node_max_relabeled", r.inter_node_max_relabeled}};
 }
 
 }  // namespace mmbal::tool
