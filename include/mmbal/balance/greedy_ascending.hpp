@@ -34,18 +34,7 @@ struct greedy_ascending {
   [[nodiscard]] assignment operator()(std::span<const length_t> weights, rank_t bins, const C& cost,
                                       const constraints& limits = {}) const {
     detail::check_problem(name, weights, bins, limits);
-    if (!limits.groups.empty() && limits.counts.kind == count_cap::mode::equal)
-      detail::reject_constraint(name, "count_cap equal with groups");
-    const detail::units u = detail::make_units(weights.size(), limits.groups);
-    detail::check_solo_capacity(name, u, weights, cost, limits);
-    std::vector<std::uint32_t> order;
-    if (u.trivial) {
-      order = detail::ascending_order(weights);
-    } else {
-      const std::vector<std::uint64_t> w = detail::unit_weights(u, weights);
-      order = detail::ascending_order(std::span<const std::uint64_t>(w));
-    }
-    return detail::greedy_place(name, order, u, weights, bins, cost, limits);
+    return detail::greedy_in_weight_order(name, false, weights, bins, cost, limits);
   }
 };
 

@@ -175,6 +175,28 @@ template <additive_cost C>
   return a;
 }
 
+/// The shared body of `lpt` and `greedy_ascending`: validate, merge groups into units, order
+/// the units by weight (descending for LPT, ascending for DistTrain's Alg. 2; ties by id) and
+/// place them greedily on the least-loaded admissible bin.
+template <batch_cost C>
+[[nodiscard]] assignment greedy_in_weight_order(const char* algorithm, bool descending,
+                                                std::span<const length_t> weights, rank_t bins, const C& cost,
+                                                const constraints& limits) {
+  if (!limits.groups.empty() && limits.counts.kind == count_cap::mode::equal)
+    reject_constraint(algorithm, "count_cap equal with groups");
+  const units u = make_units(weights.size(), limits.groups);
+  check_solo_capacity(algorithm, u, weights, cost, limits);
+  std::vector<std::uint32_t> order;
+  if (u.trivial) {
+    order = descending ? descending_order(weights) : ascending_order(weights);
+  } else {
+    const std::vector<std::uint64_t> w = unit_weights(u, weights);
+    const std::span<const std::uint64_t> unit_w(w);
+    order = descending ? descending_order(unit_w) : ascending_order(unit_w);
+  }
+  return greedy_place(algorithm, order, u, weights, bins, cost, limits);
+}
+
 }  // namespace detail
 
 /// LPT: sort the items by weight descending (ties by id) and put each on the bin with the
@@ -201,18 +223,7 @@ struct lpt {
     detail::check_problem(name, weights, bins, limits);
     if constexpr (additive_cost<C>)
       if (!limits.any()) return detail::lpt_unconstrained(weights, bins, cost);
-    if (!limits.groups.empty() && limits.counts.kind == count_cap::mode::equal)
-      detail::reject_constraint(name, "count_cap equal with groups");
-    const detail::units u = detail::make_units(weights.size(), limits.groups);
-    detail::check_solo_capacity(name, u, weights, cost, limits);
-    std::vector<std::uint32_t> order;
-    if (u.trivial) {
-      order = detail::descending_order(weights);
-    } else {
-      const std::vector<std::uint64_t> w = detail::unit_weights(u, weights);
-      order = detail::descending_order(std::span<const std::uint64_t>(w));
-    }
-    return detail::greedy_place(name, order, u, weights, bins, cost, limits);
+    return detail::greedy_in_weight_order(name, true, weights, bins, cost, limits);
   }
 };
 
