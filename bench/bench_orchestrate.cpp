@@ -10,7 +10,8 @@
 // Reported in the same run:
 // - BM_sort_baseline: std::sort of as many random 64-bit keys as the three phases have items
 //   (a copy of the keys is sorted each iteration; the copy is included);
-// - BM_orchestrate: the full plan; counters `peak_extra_MiB` (peak heap growth while planning,
+// - BM_orchestrate/threads: the full plan (wall time; /0 = hardware concurrency, /1 = serial); counters
+// `peak_extra_MiB` (peak heap growth while planning,
 //   from a counting operator new), `composed_over_two_hop` (encoder→LLM bytes), the items;
 // - BM_orchestrate_no_relabel: the same without node-wise relabeling;
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
@@ -20,6 +21,9 @@
 #include <mmbal/workload/length_data.hpp>
 
 #include <benchmark/benchmark.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -87,11 +91,12 @@ const mmbal::workload& omni_workload() {
   return w;
 }
 
-mmbal::orchestrate::orchestrator make(bool relabel, const char* algorithm = nullptr) {
+mmbal::orchestrate::orchestrator make(bool relabel, const char* algorithm = nullptr, unsigned threads = 0) {
   mmbal::orchestrate::orchestrator_options opt;
   opt.ranks = ranks;
   opt.ranks_per_node = ranks_per_node;
   opt.relabel = relabel;
+  opt.threads = threads;
   mmbal::orchestrate::orchestrator o(opt);
   if (algorithm)
     for (const char* phase : {"image", "audio", "llm"}) {
@@ -131,7 +136,8 @@ BENCHMARK(BM_sort_baseline)->Unit(benchmark::kMillisecond);
 
 void run_plan(benchmark::State& state, bool relabel) {
   const auto& w = omni_workload();
-  const auto orch = make(relabel);
+  const auto threads = static_cast<unsigned>(state.range(0));
+  const auto orch = make(relabel, nullptr, threads);
   // One measured run for memory: peak heap growth above the level before planning.
   const std::int64_t before = g_live.load();
   g_peak.store(before);
@@ -142,6 +148,7 @@ void run_plan(benchmark::State& state, bool relabel) {
     benchmark::DoNotOptimize(r.fingerprint);
   }
   state.counters["peak_extra_MiB"] = peak_mib;
+  state.counters["threads"] = std::min<double>(mmbal::resolve_threads(threads), static_cast<double>(o.phases.size()));
   state.counters["items"] = static_cast<double>(total_items(o));
   state.counters["composed_over_two_hop"] =
       o.two_hop_bytes ? static_cast<double>(o.composed_bytes) / static_cast<double>(o.two_hop_bytes) : 1.0;
@@ -154,11 +161,13 @@ void run_plan(benchmark::State& state, bool relabel) {
   state.counters["internode_max_relabeled_over_identity"] = id > 0 ? rel / id : 1.0;
 }
 
+// Argument: `orchestrator_options::threads` (0 = hardware concurrency, 1 = serial). Wall time
+// (UseRealTime): with threads the benchmark's CPU column counts the calling thread only.
 void BM_orchestrate(benchmark::State& state) { run_plan(state, true); }
-BENCHMARK(BM_orchestrate)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_orchestrate)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_orchestrate_no_relabel(benchmark::State& state) { run_plan(state, false); }
-BENCHMARK(BM_orchestrate_no_relabel)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_orchestrate_no_relabel)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Where the time goes: the orchestrator's stages run one by one (same calls as `plan`), CPU
 // milliseconds per stage summed over the three phases as counters.
@@ -204,8 +213,8 @@ void BM_breakdown(benchmark::State& state) {
     }
     const double t = cpu_ms();
     for (std::size_t k = 0; k < 2; ++k) {
-      const auto c = mmbal::compose_encoder_to_llm(items[k], forward[k], forward[2]);
-      benchmark::DoNotOptimize(c.composed.destination.data());
+      const auto c = mmbal::compose_to_llm(items[k], forward[k], forward[2], false);
+      benchmark::DoNotOptimize(c.destination.data());
     }
     compose_ms += cpu_ms() - t;
     ++runs;
@@ -251,7 +260,21 @@ void BM_orchestrate_migrate(benchmark::State& state) {
   state.counters["lpt_bytes_per_step"] = lpt_bytes;
   state.counters["migrate_bytes_per_step"] = mig_bytes;
 }
-BENCHMARK(BM_orchestrate_migrate)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_orchestrate_migrate)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+#ifdef __GLIBC__
+// The same plan in a process whose allocator keeps freed pages (glibc told not to trim its
+// heap nor to mmap large blocks; jemalloc and tcmalloc behave so by default). Fresh pages
+// cost about 2 µs each on this VM and glibc returns the ~30 MB a plan frees at the end of
+// every call, so by default every plan faults its memory in again. Registered last: mallopt
+// changes the process for every benchmark after it.
+void BM_orchestrate_retained_heap(benchmark::State& state) {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum; every block of a plan is smaller
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  run_plan(state, true);
+}
+BENCHMARK(BM_orchestrate_retained_heap)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 
 }  // namespace
 

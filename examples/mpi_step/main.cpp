@@ -136,7 +136,7 @@ int run(transport::mpi_transport& t) {
   for (std::size_t k = 0; k + 1 < plan.phases.size(); ++k) {
     const auto& ph = plan.phases[k];
     const auto& c = plan.composed[k];
-    encoders.push_back({ph.name, ph.items, ph.forward, c.plans.composed, ph.item_bytes, c.item_bytes});
+    encoders.push_back({ph.name, ph.items, ph.forward, c.composed, ph.item_bytes, c.item_bytes});
   }
   std::vector<std::uint64_t> text_sizes(w.samples.size(), 0);
   for (std::size_t s = 0; s < w.samples.size(); ++s)

@@ -66,7 +66,7 @@ TEST_CASE("orchestrator: composed plans deliver every encoder output to its LLM 
       const phase_plan& enc = o.phases[k];
       INFO("seed " << seed << " modality " << cp.modality);
       REQUIRE(cp.modality == enc.name);
-      const auto& composed = cp.plans.composed;
+      const auto& composed = cp.composed;
       REQUIRE_NOTHROW(composed.validate());
       // It starts where the encoder phase left the outputs.
       REQUIRE(composed.source == enc.forward.destination);
@@ -158,6 +158,55 @@ TEST_CASE("orchestrator: relabeling keeps the loads and never raises the inter-n
       for (std::size_t i = 0; i < a.forward.size(); ++i)
         REQUIRE(a.forward.destination[i].rank == a.relabel.rank_of_batch[a.balanced.where[i].rank]);
     }
+  }
+}
+
+TEST_CASE("orchestrator: plans are bit-identical for every thread count", "[orchestrate]") {
+  const mmbal::rank_t d = 16, c = 4;
+  const auto w = omni(d * 12, d, 5);
+  auto with_threads = [&](unsigned threads) {
+    orchestrator_options o;
+    o.ranks = d;
+    o.ranks_per_node = c;
+    o.bytes_per_token = 2;
+    o.threads = threads;
+    return orchestrator(o).plan(w);
+  };
+  const auto serial = with_threads(1);
+  REQUIRE(serial.fingerprint == orchestrator::plan_fingerprint(serial));
+  for (const unsigned threads : {0u, 2u, 3u, 7u}) {
+    INFO("threads " << threads);
+    const auto o = with_threads(threads);
+    REQUIRE(o.fingerprint == serial.fingerprint);
+    REQUIRE(o.phases.size() == serial.phases.size());
+    for (std::size_t k = 0; k < o.phases.size(); ++k) {
+      REQUIRE(o.phases[k].name == serial.phases[k].name);
+      REQUIRE(o.phases[k].forward == serial.phases[k].forward);
+      REQUIRE(o.phases[k].item_bytes == serial.phases[k].item_bytes);
+      REQUIRE(o.phases[k].report.loads_after == serial.phases[k].report.loads_after);
+    }
+    for (std::size_t k = 0; k < o.composed.size(); ++k) {
+      REQUIRE(o.composed[k].composed == serial.composed[k].composed);
+      REQUIRE(o.composed[k].item_bytes == serial.composed[k].item_bytes);
+    }
+    REQUIRE(o.composed_bytes == serial.composed_bytes);
+    REQUIRE(o.two_hop_inter_node_bytes == serial.two_hop_inter_node_bytes);
+  }
+}
+
+TEST_CASE("orchestrator: the composed plan and its traffic equal compose_encoder_to_llm's", "[orchestrate]") {
+  const mmbal::rank_t d = 12, c = 4;
+  const auto w = omni(d * 10, d, 9);
+  const auto o = make(d, c, 3).plan(w);
+  for (std::size_t k = 0; k < o.composed.size(); ++k) {
+    const auto& e = o.phases[k];
+    const auto reference = mmbal::compose_encoder_to_llm(e.items, e.forward, o.llm().forward);
+    REQUIRE(o.composed[k].composed == reference.composed);
+    const auto t = mmbal::compare_composition(reference, o.composed[k].item_bytes, c);
+    REQUIRE(o.composed[k].traffic.composed.moved_bytes == t.composed.moved_bytes);
+    REQUIRE(o.composed[k].traffic.two_hop.moved_items == t.two_hop.moved_items);
+    REQUIRE(o.composed[k].traffic.two_hop.moved_bytes == t.two_hop.moved_bytes);
+    REQUIRE(o.composed[k].traffic.two_hop.inter_node_bytes == t.two_hop.inter_node_bytes);
   }
 }
 

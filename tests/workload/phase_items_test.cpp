@@ -48,6 +48,11 @@ TEST_CASE("phase item bytes and group ids") {
   CHECK(groups[0] == 7);
   CHECK(groups[2] == 7);
   CHECK(groups[1] == (std::uint64_t{1} << 63) + 1);  // an id of its own
+  // Without any group in the workload the per-item groups are not stored at all.
+  auto ungrouped = w;
+  for (auto& s : ungrouped.samples) s.group.reset();
+  CHECK(mmbal::phase_items_of(ungrouped, "llm").group.empty());
+  CHECK(mmbal::phase_group_ids(mmbal::phase_items_of(ungrouped, "llm"), "llm").empty());
   auto no_groups = llm;
   for (auto& g : no_groups.group) g.reset();
   CHECK(mmbal::phase_group_ids(no_groups, "llm").empty());

@@ -8,6 +8,7 @@
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/core/error.hpp>
+#include <mmbal/core/parallel.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,12 +46,17 @@ namespace mmbal::orchestrate {
 /// - `relabel`: run node-wise relabeling on every phase (default true); when false every
 ///   phase keeps the partitioner's batch order (σ = identity).
 /// - `relabel_tuning`: options of `relabel_nodewise` (defaults).
+/// - `threads`: threads that plan phases (and then the composed plans) concurrently, the
+///   calling thread included; 0 = the machine's hardware concurrency (default), 1 = plan on
+///   the calling thread only. No more threads than phases are started. The result is
+///   bit-identical for every value: phases are independent until composition.
 struct orchestrator_options {
   rank_t ranks = 0;
   rank_t ranks_per_node = 0;
   std::uint64_t bytes_per_token = 1;
   bool relabel = true;
   relabel_options relabel_tuning{};
+  unsigned threads = 0;
 };
 
 /// What one phase's balancing achieved (units: the phase's cost for loads, bytes for traffic).
@@ -83,23 +90,26 @@ struct phase_plan {
   assignment balanced;                    ///< the partitioner's result: item → new batch (before σ)
   relabeling relabel;                     ///< σ: batch → rank, and the inter-node maxima
   rearrangement forward;                  ///< origin layout → balanced, relabeled layout
+  std::uint64_t fingerprint = 0;          ///< `fingerprint(forward, item_bytes)`
   phase_report report;
 
   /// The backward rearrangement (gradients or results back to the origin).
   [[nodiscard]] rearrangement backward() const { return forward.inverse(); }
 };
 
-/// The plans that carry one encoder modality's outputs to the LLM ranks.
+/// The plan that carries one encoder modality's outputs to the LLM ranks. The two-hop
+/// reference (`compose_encoder_to_llm`) is not stored, only its traffic.
 struct composed_plan {
   std::string modality;
-  encoder_to_llm_plans plans;             ///< composed, plus the two-hop reference
+  rearrangement composed;                 ///< Π_M ∘ Π_E⁻¹ (`compose_to_llm`); backward: `composed.inverse()`
   std::vector<std::uint64_t> item_bytes;  ///< per segment: LLM tokens × bytes_per_token
   composition_traffic traffic;            ///< forward traffic, composed vs two hops
+  std::uint64_t fingerprint = 0;          ///< `fingerprint(composed, item_bytes)`
 };
 
 /// Everything one training step's data movement needs. Per-rank `alltoall_plan`s are not
 /// stored (d of them cost O(d²)); every rank builds its own with
-/// `make_alltoall_plan(phase.forward, phase.item_bytes, rank)` or from `composed[k].plans.composed`.
+/// `make_alltoall_plan(phase.forward, phase.item_bytes, rank)` or from `composed[k].composed`.
 struct orchestration {
   rank_t ranks = 0;
   rank_t ranks_per_node = 0;
@@ -157,7 +167,8 @@ namespace detail {
 ///    origin → σ(Π);
 /// 2. for every encoder phase, the composed plan Π_M ∘ Π_E⁻¹ that carries its outputs from
 ///    the encoder ranks straight to their samples' LLM ranks in segment order
-///    (`compose_encoder_to_llm`), with the two-hop reference's traffic;
+///    (`compose_to_llm`), with the traffic of the two-hop reference (back to the origin, then
+///    on with the sample) beside it;
 /// 3. the plan fingerprint (`plan_fingerprint`).
 ///
 /// Policies: `set_policy(phase, p)`; phases without one use `default_policy(phase)`.
@@ -167,8 +178,12 @@ namespace detail {
 /// inter-node maximum nor changes its loads (as a multiset); composed bytes ≤ two-hop bytes
 /// per modality (an output that moves in one hop moves in at least one of the two).
 /// Deterministic: the same workload and configuration give bit-identical results on every
-/// rank. Complexity: per phase the partitioner's cost (O(n log n + n log d) for lpt) plus
-/// O(n log n + d log d) for relabeling and composition. Memory O(n + d) per phase.
+/// rank, for any `threads`. Concurrency: the phases of step 1 run on up to
+/// `orchestrator_options::threads` threads, then the composed plans of step 2; a `plan` call
+/// only reads the orchestrator, so several threads may call it at once. Complexity: per phase
+/// the partitioner's cost (O(n log n + n log d) for lpt) plus O(n log n + d log d) for
+/// relabeling and composition; wall time ≈ that of the largest phase where cores are free.
+/// Memory O(n + d) per phase.
 /// @see OrchMLLM §6, §5.2.2 Alg. 3, §8.
 class orchestrator {
  public:
@@ -201,12 +216,74 @@ class orchestrator {
   [[nodiscard]] const orchestrator_options& options() const noexcept { return options_; }
 
   /// The phase names of `w` in plan order: encoder modalities with at least one segment (in
-  /// modality-id order), then "llm".
+  /// modality-id order), then "llm". Throws `invalid_input` when a segment names a modality
+  /// id the workload does not list.
   [[nodiscard]] static std::vector<std::string> phase_names(const workload& w) {
+    return scan_workload(w, std::nullopt);
+  }
+
+  /// Plans one step for workload `w` (see the class comment). Throws `invalid_input` when a
+  /// sample's rank is ≥ ranks, a segment names an unknown modality, or a phase's policy
+  /// cannot be applied (the partitioner's message, prefixed with the phase name; with several
+  /// failing phases, the first in plan order).
+  [[nodiscard]] orchestration plan(const workload& w) const {
+    const std::vector<std::string> names = scan_workload(w, options_.ranks);
+    const std::size_t encoders = names.size() - 1;
+    orchestration out;
+    out.ranks = options_.ranks;
+    out.ranks_per_node = options_.ranks_per_node;
+    out.samples = w.samples.size();
+    out.bytes_per_token = options_.bytes_per_token;
+    out.phases.resize(names.size());
+    // The LLM phase (stored last) starts first: it has the most items.
+    parallel_for_index(names.size(), options_.threads, [&](std::size_t t) {
+      const std::size_t k = t == 0 ? encoders : t - 1;
+      out.phases[k] = plan_phase(w, names[k]);
+    });
+    out.composed.resize(encoders);
+    parallel_for_index(encoders, options_.threads,
+                       [&](std::size_t k) { out.composed[k] = compose_phase(w, out.phases[k], out.phases.back()); });
+    for (const composed_plan& c : out.composed) {
+      out.composed_bytes += c.traffic.composed.moved_bytes;
+      out.two_hop_bytes += c.traffic.two_hop.moved_bytes;
+      out.composed_inter_node_bytes += c.traffic.composed.inter_node_bytes;
+      out.two_hop_inter_node_bytes += c.traffic.two_hop.inter_node_bytes;
+    }
+    out.fingerprint = fold_fingerprints(
+        out, [](const phase_plan& p) { return p.fingerprint; }, [](const composed_plan& c) { return c.fingerprint; });
+    return out;
+  }
+
+  /// The 64-bit fingerprint of an orchestration, recomputed from its plans: folds, in plan
+  /// order, every phase's name, cost and algorithm spec and `fingerprint(forward, item_bytes)`,
+  /// then every composed plan's `fingerprint(composed, item_bytes)`, with
+  /// `combine_fingerprints`. `plan` stores it in `orchestration::fingerprint`. Identical on
+  /// every rank for identical plans; changes when any destination, size or policy changes.
+  /// Transports all-reduce it before the first exchange. O(total items).
+  [[nodiscard]] static std::uint64_t plan_fingerprint(const orchestration& o) {
+    return fold_fingerprints(
+        o, [](const phase_plan& p) { return fingerprint(p.forward, p.item_bytes); },
+        [](const composed_plan& c) { return fingerprint(c.composed, c.item_bytes); });
+  }
+
+ private:
+  /// One pass over `w`: checks every sample's rank (< `ranks`, when given) and every
+  /// segment's modality id, and returns the phase names (see `phase_names`).
+  [[nodiscard]] static std::vector<std::string> scan_workload(const workload& w, std::optional<rank_t> ranks) {
     std::vector<bool> present(w.modalities.size(), false);
-    for (const sample& s : w.samples)
-      for (const segment& g : s.segments)
-        if (g.modality < present.size()) present[g.modality] = true;
+    for (std::size_t i = 0; i < w.samples.size(); ++i) {
+      const sample& s = w.samples[i];
+      if (ranks && s.rank >= *ranks)
+        mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " (index ", i, ") is on rank ", s.rank,
+                                     " >= ranks ", *ranks);
+      for (const segment& g : s.segments) {
+        if (g.modality >= w.modalities.size())
+          mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
+                                       unsigned{g.modality}, " but the workload names ", w.modalities.size(),
+                                       " modalities");
+        present[g.modality] = true;
+      }
+    }
     std::vector<std::string> names;
     for (std::size_t m = 1; m < w.modalities.size(); ++m)
       if (present[m]) names.push_back(w.modalities[m]);
@@ -214,72 +291,36 @@ class orchestrator {
     return names;
   }
 
-  /// Plans one step for workload `w` (see the class comment). Throws `invalid_input` when a
-  /// sample's rank is ≥ ranks, a segment names an unknown modality, or a phase's policy
-  /// cannot be applied (the partitioner's message, prefixed with the phase name).
-  [[nodiscard]] orchestration plan(const workload& w) const {
-    const rank_t d = options_.ranks;
-    for (std::size_t i = 0; i < w.samples.size(); ++i) {
-      if (w.samples[i].rank >= d)
-        mmbal::detail::throw_invalid("orchestrator: sample ", w.samples[i].id, " (index ", i, ") is on rank ",
-                                     w.samples[i].rank, " >= ranks ", d);
-      for (const segment& g : w.samples[i].segments)
-        if (g.modality >= w.modalities.size())
-          mmbal::detail::throw_invalid("orchestrator: sample ", w.samples[i].id, " has a segment of modality id ",
-                                       unsigned{g.modality}, " but the workload names ", w.modalities.size(),
-                                       " modalities");
-    }
-    orchestration out;
-    out.ranks = d;
-    out.ranks_per_node = options_.ranks_per_node;
-    out.samples = w.samples.size();
-    out.bytes_per_token = options_.bytes_per_token;
-    const std::vector<std::string> names = phase_names(w);
-    out.phases.reserve(names.size());
-    // The LLM phase first (the composed plans need Π_M), stored last.
-    phase_plan llm = plan_phase(w, "llm");
-    for (std::size_t k = 0; k + 1 < names.size(); ++k) out.phases.push_back(plan_phase(w, names[k]));
-    out.phases.push_back(std::move(llm));
-    const phase_plan& m = out.phases.back();
-    for (std::size_t k = 0; k + 1 < out.phases.size(); ++k) {
-      const phase_plan& e = out.phases[k];
-      composed_plan c;
-      c.modality = e.name;
-      c.plans = compose_encoder_to_llm(e.items, e.forward, m.forward);
-      c.item_bytes.resize(e.items.size());
-      for (std::size_t i = 0; i < e.items.size(); ++i) {
-        const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
-        c.item_bytes[i] = detail::checked_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
-      }
-      c.traffic = compare_composition(c.plans, c.item_bytes, options_.ranks_per_node);
-      out.composed_bytes += c.traffic.composed.moved_bytes;
-      out.two_hop_bytes += c.traffic.two_hop.moved_bytes;
-      out.composed_inter_node_bytes += c.traffic.composed.inter_node_bytes;
-      out.two_hop_inter_node_bytes += c.traffic.two_hop.inter_node_bytes;
-      out.composed.push_back(std::move(c));
-    }
-    out.fingerprint = plan_fingerprint(out);
-    return out;
-  }
-
-  /// The 64-bit fingerprint of an orchestration: folds, in plan order, every phase's name,
-  /// cost and algorithm spec and `fingerprint(forward, item_bytes)`, then every composed
-  /// plan's `fingerprint(composed, item_bytes)`, with `combine_fingerprints`. Identical on
-  /// every rank for identical plans; changes when any destination, size or policy changes.
-  /// Transports all-reduce it before the first exchange. O(total items).
-  [[nodiscard]] static std::uint64_t plan_fingerprint(const orchestration& o) {
+  /// Folds the header, the phase parts and the composed parts (see `plan_fingerprint`).
+  template <class PhasePart, class ComposedPart>
+  [[nodiscard]] static std::uint64_t fold_fingerprints(const orchestration& o, PhasePart phase_part,
+                                                       ComposedPart composed_part) {
     std::vector<std::uint64_t> parts{o.ranks, o.ranks_per_node, o.samples};
     for (const phase_plan& p : o.phases) {
       parts.push_back(detail::hash_text(p.name));
       parts.push_back(detail::hash_text(p.report.cost));
       parts.push_back(detail::hash_text(p.report.algorithm));
-      parts.push_back(fingerprint(p.forward, p.item_bytes));
+      parts.push_back(phase_part(p));
     }
-    for (const composed_plan& c : o.composed) parts.push_back(fingerprint(c.plans.composed, c.item_bytes));
+    for (const composed_plan& c : o.composed) parts.push_back(composed_part(c));
     return combine_fingerprints(parts);
   }
 
- private:
+  /// The composed encoder→LLM plan of encoder phase `e` (see `compose_encoder_to_llm`).
+  [[nodiscard]] composed_plan compose_phase(const workload& w, const phase_plan& e, const phase_plan& llm) const {
+    composed_plan c;
+    c.modality = e.name;
+    c.composed = compose_to_llm(e.items, e.forward, llm.forward, false);  // valid by construction
+    c.item_bytes.resize(e.items.size());
+    for (std::size_t i = 0; i < e.items.size(); ++i) {
+      const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
+      c.item_bytes[i] = detail::checked_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
+    }
+    c.traffic = compare_composition(c.composed, e.forward.source, c.item_bytes, options_.ranks_per_node);
+    c.fingerprint = fingerprint(c.composed, c.item_bytes);
+    return c;
+  }
+
   [[nodiscard]] phase_plan plan_phase(const workload& w, const std::string& name) const {
     const rank_t d = options_.ranks;
     phase_plan p;
@@ -323,7 +364,8 @@ class orchestrator {
       p.relabel.max_identity = p.relabel.max_relabeled =
           max_inter_node_volume(unlabeled, p.item_bytes, options_.ranks_per_node);
     }
-    p.forward = p.relabel.is_identity() ? unlabeled : apply_relabeling(unlabeled, p.relabel.rank_of_batch);
+    p.forward = p.relabel.is_identity() ? std::move(unlabeled)
+                                        : apply_relabeling(std::move(unlabeled), p.relabel.rank_of_batch);
 
     phase_report& r = p.report;
     r.name = name;
@@ -355,6 +397,7 @@ class orchestrator {
     r.inter_node_bytes = t.inter_node_bytes;
     r.inter_node_max_identity = p.relabel.max_identity;
     r.inter_node_max_relabeled = p.relabel.max_relabeled;
+    p.fingerprint = fingerprint(p.forward, p.item_bytes);
     return p;
   }
 

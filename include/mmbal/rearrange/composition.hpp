@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace mmbal {
@@ -99,55 +100,76 @@ struct encoder_to_llm_plans {
   rearrangement origin_to_llm;
 };
 
-/// Builds the composed encoder→LLM plan and its two-hop reference for one encoder modality.
+/// The composed encoder→LLM plan Π_M ∘ Π_E⁻¹ of one encoder modality: from where the encoder
+/// phase ran (Π_E's destination) straight to the assembly layout on the LLM ranks.
 ///
 /// `encoder`: that modality's phase items (`encoder_phase_items`); `encoder_plan`: Π_E over
 /// those items (source = origin layout, destination = encoder ranks); `llm_plan`: Π_M over
-/// samples (source = origin layout, destination = LLM ranks). Both are validated; they must
-/// have the same rank count, and every segment must start on its sample's origin rank (the
-/// sample model: a sample and its segments live together before balancing); violations throw
-/// `invalid_input` naming the item. O(n + samples + ranks).
+/// samples (source = origin layout, destination = LLM ranks). With `validate` (default) both
+/// plans are validated, they must have the same rank count, and every segment must start on
+/// its sample's origin rank (the sample model: a sample and its segments live together before
+/// balancing); violations throw `invalid_input` naming the item. `validate = false` is for
+/// callers that built the plans themselves (the orchestrator). O(n + samples + ranks).
 /// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
-[[nodiscard]] inline encoder_to_llm_plans compose_encoder_to_llm(const phase_items& encoder,
-                                                                 const rearrangement& encoder_plan,
-                                                                 const rearrangement& llm_plan) {
-  encoder_plan.validate();
-  llm_plan.validate();
+[[nodiscard]] inline rearrangement compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan,
+                                                  const rearrangement& llm_plan, bool validate = true) {
+  if (validate) {
+    encoder_plan.validate();
+    llm_plan.validate();
+  }
   if (encoder_plan.size() != encoder.size())
     detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.size(), " items, the phase has ",
                           encoder.size());
   if (encoder_plan.ranks != llm_plan.ranks)
     detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ",
                           llm_plan.ranks);
-  const assignment target = assembly_layout(encoder, llm_plan, false);
-  for (std::size_t i = 0; i < encoder.size(); ++i)
-    if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
-      detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ", encoder_plan.source[i].rank,
-                            " but its sample ", encoder.sample_of[i], " starts on rank ",
-                            llm_plan.source[encoder.sample_of[i]].rank);
+  assignment target = assembly_layout(encoder, llm_plan, false);
+  if (validate)
+    for (std::size_t i = 0; i < encoder.size(); ++i)
+      if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
+        detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ",
+                              encoder_plan.source[i].rank, " but its sample ", encoder.sample_of[i], " starts on rank ",
+                              llm_plan.source[encoder.sample_of[i]].rank);
+  return rearrangement{encoder_plan.ranks, encoder_plan.destination, std::move(target.where)};
+}
+
+/// Builds the composed encoder→LLM plan (`compose_to_llm`, validated) and its two-hop
+/// reference for one encoder modality. O(n + samples + ranks).
+/// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
+[[nodiscard]] inline encoder_to_llm_plans compose_encoder_to_llm(const phase_items& encoder,
+                                                                 const rearrangement& encoder_plan,
+                                                                 const rearrangement& llm_plan) {
   encoder_to_llm_plans out;
-  out.composed = rearrangement{encoder_plan.ranks, encoder_plan.destination, target.where};
+  out.composed = compose_to_llm(encoder, encoder_plan, llm_plan);
   out.back_to_origin = encoder_plan.inverse();
-  out.origin_to_llm = rearrangement{encoder_plan.ranks, encoder_plan.source, target.where};
+  out.origin_to_llm = rearrangement{encoder_plan.ranks, encoder_plan.source, out.composed.destination};
   return out;
 }
 
-/// What executing `r` moves, with `item_bytes[i]` bytes for item i: items and bytes whose rank
-/// changes (self sends excluded) and bytes whose node changes (node = rank / ranks_per_node;
-/// 0 = one node). Throws on size mismatch. O(n).
-[[nodiscard]] inline traffic rearrangement_traffic(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
-                                                   rank_t ranks_per_node) {
-  if (item_bytes.size() != r.size() || r.destination.size() != r.size())
-    detail::throw_invalid("rearrangement_traffic: ", r.size(), " items but ", item_bytes.size(), " sizes");
+/// What moving item i from `from[i]` to `to[i]` moves, with `item_bytes[i]` bytes for item i:
+/// items and bytes whose rank changes (self sends excluded) and bytes whose node changes
+/// (node = rank / ranks_per_node; 0 = one node). Symmetric in `from` and `to`. Throws on size
+/// mismatch. O(n).
+[[nodiscard]] inline traffic move_traffic(std::span<const location> from, std::span<const location> to,
+                                          std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node) {
+  if (item_bytes.size() != from.size() || to.size() != from.size())
+    detail::throw_invalid("move_traffic: ", from.size(), " sources, ", to.size(), " destinations, ", item_bytes.size(),
+                          " sizes");
   traffic t;
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    const rank_t from = r.source[i].rank, to = r.destination[i].rank;
-    if (from == to) continue;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    const rank_t a = from[i].rank, b = to[i].rank;
+    if (a == b) continue;
     ++t.moved_items;
     t.moved_bytes += item_bytes[i];
-    if (ranks_per_node > 0 && from / ranks_per_node != to / ranks_per_node) t.inter_node_bytes += item_bytes[i];
+    if (ranks_per_node > 0 && a / ranks_per_node != b / ranks_per_node) t.inter_node_bytes += item_bytes[i];
   }
   return t;
+}
+
+/// What executing `r` moves (`move_traffic` of its source and destination). O(n).
+[[nodiscard]] inline traffic rearrangement_traffic(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
+                                                   rank_t ranks_per_node) {
+  return move_traffic(r.source, r.destination, item_bytes, ranks_per_node);
 }
 
 /// Forward traffic of the composed plan next to the two-hop reference (one direction; the
@@ -157,17 +179,27 @@ struct composition_traffic {
   traffic two_hop;   ///< back to origin + origin to LLM, summed
 };
 
+/// Traffic of the composed plan `composed` (encoder ranks → LLM layout) next to the two hops
+/// through `origin` (encoder ranks → origin → LLM layout), with `item_bytes[i]` bytes per
+/// encoder output; the plans need not be materialized. O(n).
+[[nodiscard]] inline composition_traffic compare_composition(const rearrangement& composed,
+                                                             std::span<const location> origin,
+                                                             std::span<const std::uint64_t> item_bytes,
+                                                             rank_t ranks_per_node) {
+  composition_traffic c;
+  c.composed = rearrangement_traffic(composed, item_bytes, ranks_per_node);
+  const traffic a = move_traffic(composed.source, origin, item_bytes, ranks_per_node);
+  const traffic b = move_traffic(origin, composed.destination, item_bytes, ranks_per_node);
+  c.two_hop =
+      traffic{a.moved_items + b.moved_items, a.moved_bytes + b.moved_bytes, a.inter_node_bytes + b.inter_node_bytes};
+  return c;
+}
+
 /// Traffic of `plans` with `item_bytes[i]` bytes per encoder output. O(n).
 [[nodiscard]] inline composition_traffic compare_composition(const encoder_to_llm_plans& plans,
                                                              std::span<const std::uint64_t> item_bytes,
                                                              rank_t ranks_per_node) {
-  composition_traffic c;
-  c.composed = rearrangement_traffic(plans.composed, item_bytes, ranks_per_node);
-  const traffic a = rearrangement_traffic(plans.back_to_origin, item_bytes, ranks_per_node);
-  const traffic b = rearrangement_traffic(plans.origin_to_llm, item_bytes, ranks_per_node);
-  c.two_hop =
-      traffic{a.moved_items + b.moved_items, a.moved_bytes + b.moved_bytes, a.inter_node_bytes + b.inter_node_bytes};
-  return c;
+  return compare_composition(plans.composed, plans.origin_to_llm.source, item_bytes, ranks_per_node);
 }
 
 }  // namespace mmbal

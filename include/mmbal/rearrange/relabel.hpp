@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -59,8 +60,9 @@ namespace mmbal {
 
 /// Moves every new batch j (the items whose destination rank is j) to rank
 /// `rank_of_batch[j]`, keeping its slot order: destination[i] = {σ(dest.rank), dest.slot}.
-/// Sources are unchanged. Throws unless `rank_of_batch` is a permutation of 0..ranks-1. O(n + ranks).
-[[nodiscard]] inline rearrangement apply_relabeling(const rearrangement& r, std::span<const rank_t> rank_of_batch) {
+/// Sources are unchanged. Throws unless `rank_of_batch` is a permutation of 0..ranks-1. This
+/// overload reuses `r`'s storage. O(n + ranks).
+[[nodiscard]] inline rearrangement apply_relabeling(rearrangement&& r, std::span<const rank_t> rank_of_batch) {
   if (rank_of_batch.size() != r.ranks)
     detail::throw_invalid("apply_relabeling: ", rank_of_batch.size(), " batch ranks for ", r.ranks, " ranks");
   std::vector<bool> used(r.ranks, false);
@@ -70,9 +72,13 @@ namespace mmbal {
       detail::throw_invalid("apply_relabeling: batch ", j, " goes to rank ", q, ", which is out of range or taken");
     used[q] = true;
   }
-  rearrangement out = r;
-  for (location& l : out.destination) l.rank = rank_of_batch[l.rank];
-  return out;
+  for (location& l : r.destination) l.rank = rank_of_batch[l.rank];
+  return std::move(r);
+}
+
+/// The same on a copy of `r`. O(n + ranks).
+[[nodiscard]] inline rearrangement apply_relabeling(const rearrangement& r, std::span<const rank_t> rank_of_batch) {
+  return apply_relabeling(rearrangement(r), rank_of_batch);
 }
 
 /// Tuning of `relabel_nodewise`. Defaults suit d up to a few thousand ranks.
@@ -80,17 +86,20 @@ struct relabel_options {
   /// Improving swaps at most (0 = automatic: 4 · nodes + 64). Bounds the time on any input.
   std::uint32_t max_iterations = 0;
   /// Besides the batches holding bytes from the bottleneck node, how many of the batches with
-  /// the least incoming bytes are tried as swap partners per step. Default 32.
-  std::uint32_t low_volume_candidates = 32;
+  /// the least incoming bytes are tried as swap partners per step. Default 8.
+  std::uint32_t low_volume_candidates = 8;
   /// How many of the batches holding bytes from the bottleneck node (those it sends most to
-  /// first) are tried as swap partners per step. Default 64.
-  std::uint32_t partner_candidates = 64;
+  /// first) are tried as swap partners per step. Default 16 (at d = 2,560 in the omni
+  /// orchestration, 64 + 32 partners reached a 0.13 % lower maximum in one phase of three,
+  /// at 1.6 × the search time).
+  std::uint32_t partner_candidates = 16;
   /// Rounds of iterated local search after the first descent: two seeded random swaps out
-  /// of the bottleneck node, then descend again; the best map seen is kept. Default 0 =
+  /// of the bottleneck node, then descend again; the best map seen is kept. Default (empty) =
   /// automatic: 64 rounds up to 32 nodes (small instances, where they close most of the gap
-  /// to the optimum for little time), 4 above (at thousands of ranks a round costs a descent
-  /// of milliseconds and rarely finds more).
-  std::uint32_t perturbations = 0;
+  /// to the optimum for little time), none above (at 320 nodes, d = 2,560, four rounds cost
+  /// a quarter of the relabeling time and found nothing in any phase of the omni
+  /// orchestration benchmark).
+  std::optional<std::uint32_t> perturbations{};
   /// With one rank per node and at most this many ranks, solve exactly (bottleneck
   /// assignment, O(d³ log d)) instead. Default 64.
   rank_t exact_up_to = 64;
@@ -168,6 +177,8 @@ struct relabel_model {
         for (const entry& e : items) spare[count[(e.key >> shift) & 0xff]++] = e;
         items.swap(spare);
       }
+    // Free each buffer as soon as it is done so the next one can take its memory: fresh pages
+    // cost more than the passes (about 2 µs each on a VM).
     spare = {};
     rank_vol.reserve(n);
     node_vol.reserve(n);
@@ -196,6 +207,7 @@ struct relabel_model {
       rank_first.push_back(rank_vol.size());
       node_first.push_back(node_vol.size());
     }
+    items = {};
     by_node_first.assign(nodes + std::size_t{1}, 0);
     for (rank_t m = 0; m < nodes; ++m) by_node_first[m + 1] = by_node_first[m] + node_count[m + 1];
     by_node.resize(by_node_first.back());
@@ -206,11 +218,27 @@ struct relabel_model {
   }
 };
 
+/// Sorts `v` by `less`: insertion sort for node-sized arrays (the local search sorts two
+/// arrays of c values per candidate swap, where std::sort's setup dominated), std::sort above.
+template <class Less>
+void sort_small(std::vector<std::uint64_t>& v, Less less) {
+  if (v.size() > 16) {
+    std::sort(v.begin(), v.end(), less);
+    return;
+  }
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const std::uint64_t x = v[i];
+    std::size_t k = i;
+    for (; k > 0 && less(x, v[k - 1]); --k) v[k] = v[k - 1];
+    v[k] = x;
+  }
+}
+
 /// Minimum over bijections of max(sent_i + recv_j): pair the largest sent with the smallest
 /// recv (exchange argument). Sorts both in place. O(k log k).
 inline std::uint64_t bottleneck_pairing(std::vector<std::uint64_t>& sent, std::vector<std::uint64_t>& recv) {
-  std::sort(sent.begin(), sent.end(), std::greater<>());
-  std::sort(recv.begin(), recv.end());
+  sort_small(sent, std::greater<>());
+  sort_small(recv, std::less<>());
   std::uint64_t m = 0;
   for (std::size_t i = 0; i < sent.size(); ++i) m = std::max(m, sent[i] + recv[i]);
   return m;
@@ -633,27 +661,30 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     detail::relabel_state b(md, detail::affinity_start(md));
     detail::relabel_state& st = b.max_cost() < a.max_cost() ? b : a;
     out.iterations = detail::improve(st, md, options, low_in);
+    const std::uint32_t rounds = options.perturbations.value_or(md.nodes <= 32 ? 64 : 0);
     // Iterated local search: kick the bottleneck node with a few seeded random swaps, descend
     // again, remember the best batch→node map seen. Deterministic (portable RNG, fixed seed).
-    detail::relabel_state best_state = st;  // copies are O(d); rebuilding would be O(n)
-    std::uint64_t best = st.max_cost();
-    auto g = make_rng(0x72656c6162656cULL, md.d, md.nodes);
-    const std::uint32_t rounds = options.perturbations ? options.perturbations : (md.nodes <= 32 ? 64 : 4);
-    for (std::uint32_t kick = 0; kick < rounds && best > 0; ++kick) {
-      for (int s = 0; s < 2; ++s) {
-        const auto top = static_cast<rank_t>(std::max_element(st.cost.begin(), st.cost.end()) - st.cost.begin());
-        const rank_t j = st.members[top][uniform_below(g, st.members[top].size())];
-        rank_t k = static_cast<rank_t>(uniform_below(g, md.d));
-        if (st.node_of_batch[k] == top) continue;
-        st.swap_batches(j, k);
+    if (rounds > 0) {
+      detail::relabel_state best_state = st;  // copies are O(d); rebuilding would be O(n)
+      std::uint64_t best = st.max_cost();
+      auto g = make_rng(0x72656c6162656cULL, md.d, md.nodes);
+      for (std::uint32_t kick = 0; kick < rounds && best > 0; ++kick) {
+        for (int s = 0; s < 2; ++s) {
+          const auto top = static_cast<rank_t>(std::max_element(st.cost.begin(), st.cost.end()) - st.cost.begin());
+          const rank_t j = st.members[top][uniform_below(g, st.members[top].size())];
+          rank_t k = static_cast<rank_t>(uniform_below(g, md.d));
+          if (st.node_of_batch[k] == top) continue;
+          st.swap_batches(j, k);
+        }
+        out.iterations += detail::improve(st, md, options, low_in);
+        if (st.max_cost() < best) {
+          best = st.max_cost();
+          best_state = st;
+        }
       }
-      out.iterations += detail::improve(st, md, options, low_in);
-      if (st.max_cost() < best) {
-        best = st.max_cost();
-        best_state = st;
-      }
+      st = std::move(best_state);
     }
-    sigma = best_state.ranks_of_batches(best_state.max_cost());
+    sigma = st.ranks_of_batches(st.max_cost());
   }
   const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, sigma);
   if (reached < out.max_identity) {
