@@ -7,14 +7,12 @@
 // Quality counters (OmniBal Table 3 on the real rows, 8 devices per step): AVE-BS, pad ratio,
 // dist ratio ViT / LLM for ISF and for random grouping.
 #include <mmbal/sampling/isf.hpp>
+#include <mmbal/workload/length_data.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,28 +25,15 @@ struct dataset {
   std::vector<length_t> v, t;
 };
 
-void read_rows(const std::string& name, dataset& d) {
-  const std::string path = std::string(MMBAL_DATA_DIR) + "/internvl_omnibal_lengths/" + name + ".csv";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::string line;
-  std::getline(in, line);  // header vit_num,token_num,image_flags
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::stringstream s(line);
-    std::string a, b;
-    std::getline(s, a, ',');
-    std::getline(s, b, ',');
-    d.v.push_back(static_cast<length_t>(std::stoul(a)));
-    d.t.push_back(static_cast<length_t>(std::stoul(b)));
-  }
-}
-
+// The real InternVL rows (ai2d_train_12k and chartqa_train_18k, file order).
 const dataset& real_rows() {
   static const dataset d = [] {
     dataset x;
-    read_rows("ai2d_train_12k", x);
-    read_rows("chartqa_train_18k", x);
+    for (const auto& subset : mmbal::default_length_data().omnibal)
+      for (const mmbal::omnibal_row& row : subset) {
+        x.v.push_back(row.vit_num);
+        x.t.push_back(row.token_num);
+      }
     return x;
   }();
   return d;

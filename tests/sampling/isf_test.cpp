@@ -1,13 +1,12 @@
 // Tests of ISF (OmniBal Alg. 1), its thresholds and the grouping metrics.
 #include <mmbal/sampling/isf.hpp>
+#include <mmbal/workload/length_data.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -115,29 +114,16 @@ reference_result reference_isf(const instance& x, std::uint64_t qv, std::uint64_
   return r;
 }
 
-// Reads data/internvl_omnibal_lengths/<name>.csv (vit_num,token_num,image_flags).
-void read_internvl(const std::string& name, instance& into) {
-  const std::string path = std::string(MMBAL_DATA_DIR) + "/internvl_omnibal_lengths/" + name + ".csv";
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string line;
-  std::getline(in, line);
-  REQUIRE(line.rfind("vit_num,token_num", 0) == 0);
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::stringstream s(line);
-    std::string a, b;
-    std::getline(s, a, ',');
-    std::getline(s, b, ',');
-    into.v.push_back(static_cast<length_t>(std::stoul(a)));
-    into.t.push_back(static_cast<length_t>(std::stoul(b)));
-  }
-}
-
+// The real InternVL rows (data/internvl_omnibal_lengths: ai2d_train_12k, chartqa_train_18k).
 instance internvl() {
+  const auto& data = mmbal::default_length_data();
+  REQUIRE(data.omnibal_names == std::vector<std::string>{"ai2d_train_12k", "chartqa_train_18k"});
   instance x;
-  read_internvl("ai2d_train_12k", x);
-  read_internvl("chartqa_train_18k", x);
+  for (const auto& subset : data.omnibal)
+    for (const mmbal::omnibal_row& row : subset) {
+      x.v.push_back(row.vit_num);
+      x.t.push_back(row.token_num);
+    }
   return x;
 }
 

@@ -8,8 +8,10 @@
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -32,7 +34,8 @@ namespace mmbal::balance {
 ///
 /// - Guarantee: optimal among groupings into contiguous runs of the sorted order (the
 ///   paper's claim); not optimal among all partitions.
-/// - Complexity: O(n log n) sort + O(n) per probe, ≤ 64 probes.
+/// - Complexity: O(n log n) sort + O(n) per probe, ≤ 64 probes (far fewer in practice: a
+///   probe moves the bounds to the costs it actually met, see `run`).
 /// - Slot order: ascending length (ties by id) within each bin.
 /// - Constraints: `count_cap` fixed (a batch also closes at the cap; still optimal for
 ///   contiguous runs); `capacity` (error when the best contiguous grouping exceeds it, naming
@@ -54,32 +57,58 @@ struct padded_binary_search {
     const std::uint64_t cap = limits.counts.kind == count_cap::mode::fixed ? limits.counts.cap : n;
     const std::vector<item_id> order = detail::ascending_order(weights);
 
-    // Number of batches GetLeastBatches needs under bound B (stops counting past `bins`).
-    auto batches_for = [&](double bound) {
-      std::uint64_t batches = 1, size = 0;
-      for (const item_id i : order) {
-        if (size >= cap || cost.padded_value(size + 1, weights[i]) > bound) {
-          if (++batches > bins) return batches;
-          size = 0;
+    // Lengths in that order, contiguous: every probe scans them.
+    std::vector<length_t> sorted(n);
+    for (std::size_t k = 0; k < n; ++k) sorted[k] = weights[order[k]];
+
+    // One run of GetLeastBatches under bound B (stops counting past `bins`). Besides the
+    // batch count it reports the largest batch cost it formed and the smallest cost that
+    // exceeded B at a cut: every bound in [largest, B] makes the same cuts, and so does every
+    // bound in [B, smallest exceeding) — the search jumps to those values instead of halving.
+    struct probe {
+      std::uint64_t batches = 1;
+      double largest = 0;
+      double smallest_exceeding = std::numeric_limits<double>::infinity();
+    };
+    auto run = [&](double bound) {
+      probe p;
+      std::uint64_t size = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        if (size < cap) {
+          const double grown = cost.padded_value(size + 1, sorted[k]);
+          if (grown <= bound) {
+            ++size;
+            continue;
+          }
+          p.smallest_exceeding = std::min(p.smallest_exceeding, grown);
         }
-        ++size;
+        if (size > 0) p.largest = std::max(p.largest, cost.padded_value(size, sorted[k - 1]));
+        if (++p.batches > bins) return p;
+        size = 1;
       }
-      return batches;
+      p.largest = std::max(p.largest, cost.padded_value(size, sorted[n - 1]));
+      return p;
     };
 
-    const length_t longest = weights[order.back()];
     const std::uint64_t per_bin = (n + bins - 1) / bins;
     double lo = 0;
-    for (const item_id i : order) lo = std::max(lo, cost.padded_value(1, weights[i]));
-    double hi = std::max(lo, cost.padded_value(std::min<std::uint64_t>(per_bin, cap), longest));
+    for (const length_t l : sorted) lo = std::max(lo, cost.padded_value(1, l));
+    double hi = std::max(lo, cost.padded_value(std::min<std::uint64_t>(per_bin, cap), sorted.back()));
     // hi is feasible: ⌈n/d⌉ (or cap) consecutive items per batch cost at most hi each, and
-    // cap·d ≥ n is checked. Bisect on bit patterns: non-negative doubles order like them.
+    // cap·d ≥ n is checked. Bisect on bit patterns (non-negative doubles order like them):
+    // lo_bits is always infeasible or the single-item bound, hi_bits feasible.
     std::uint64_t lo_bits = std::bit_cast<std::uint64_t>(lo + 0.0), hi_bits = std::bit_cast<std::uint64_t>(hi + 0.0);
-    if (batches_for(lo) <= bins) hi_bits = lo_bits;
+    if (const probe p = run(lo); p.batches <= bins)
+      hi_bits = lo_bits;
+    else if (p.smallest_exceeding < std::numeric_limits<double>::infinity())
+      lo_bits = std::max(lo_bits, std::bit_cast<std::uint64_t>(p.smallest_exceeding) - 1);
     while (hi_bits - lo_bits > 1) {
       const std::uint64_t mid = lo_bits + (hi_bits - lo_bits) / 2;
-      if (batches_for(std::bit_cast<double>(mid)) <= bins)
-        hi_bits = mid;
+      const probe p = run(std::bit_cast<double>(mid));
+      if (p.batches <= bins)
+        hi_bits = std::bit_cast<std::uint64_t>(p.largest + 0.0);  // ≤ mid, same cuts
+      else if (p.smallest_exceeding < std::numeric_limits<double>::infinity())
+        lo_bits = std::max(mid, std::bit_cast<std::uint64_t>(p.smallest_exceeding) - 1);
       else
         lo_bits = mid;
     }

@@ -14,19 +14,27 @@
 
 namespace mmbal {
 
+/// Per-bin cost when item i is on bin `bin_of[i]` (of `bins`): each bin folds its items in
+/// ascending item id. Throws on a size mismatch or a bin ≥ bins. O(n + bins).
+template <batch_cost C>
+[[nodiscard]] std::vector<double> bin_loads(std::span<const rank_t> bin_of, rank_t bins,
+                                            std::span<const length_t> weights, const C& cost) {
+  if (bin_of.size() != weights.size())
+    detail::throw_invalid("bin_loads: partition has ", bin_of.size(), " items, weights ", weights.size());
+  std::vector<typename C::state> states(bins, cost.empty());
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);
+    states[bin_of[i]] = cost.add(states[bin_of[i]], weights[i]);
+  }
+  std::vector<double> loads(bins);
+  for (rank_t b = 0; b < bins; ++b) loads[b] = cost.value(states[b]);
+  return loads;
+}
+
 /// Per-bin cost of a partition: each bin folds its items in ascending item id. O(n + bins).
 template <batch_cost C>
 [[nodiscard]] std::vector<double> bin_loads(const partition& p, std::span<const length_t> weights, const C& cost) {
-  if (p.bin_of.size() != weights.size())
-    detail::throw_invalid("bin_loads: partition has ", p.bin_of.size(), " items, weights ", weights.size());
-  std::vector<typename C::state> states(p.bins, cost.empty());
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    if (p.bin_of[i] >= p.bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", p.bin_of[i], " >= ", p.bins);
-    states[p.bin_of[i]] = cost.add(states[p.bin_of[i]], weights[i]);
-  }
-  std::vector<double> loads(p.bins);
-  for (rank_t b = 0; b < p.bins; ++b) loads[b] = cost.value(states[b]);
-  return loads;
+  return bin_loads(std::span<const rank_t>(p.bin_of), p.bins, weights, cost);
 }
 
 /// Per-bin cost of an assignment, folded in slot order. O(n + bins).

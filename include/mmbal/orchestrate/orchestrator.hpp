@@ -372,15 +372,15 @@ class orchestrator {
     r.cost = cost::to_spec(p.policy.cost);
     r.algorithm = balance::to_spec(p.policy.algorithm);
     r.items = n;
-    partition final_ranks{d, std::vector<rank_t>(n)};
-    for (std::size_t i = 0; i < n; ++i) final_ranks.bin_of[i] = p.forward.destination[i].rank;
+    std::vector<rank_t> final_ranks(n);
+    for (std::size_t i = 0; i < n; ++i) final_ranks[i] = p.forward.destination[i].rank;
     std::visit(
         [&](const auto& c) {
           // Both fold every rank's items in ascending item id (all built-in costs are
           // order-independent up to rounding of Σl²).
-          r.loads_before = bin_loads(partition{d, std::vector<rank_t>(p.items.origin.begin(), p.items.origin.end())},
-                                     std::span<const length_t>(p.items.weights), c);
-          r.loads_after = bin_loads(final_ranks, std::span<const length_t>(p.items.weights), c);
+          const std::span<const length_t> weights(p.items.weights);
+          r.loads_before = bin_loads(std::span<const rank_t>(p.items.origin), d, weights, c);
+          r.loads_after = bin_loads(std::span<const rank_t>(final_ranks), d, weights, c);
           r.lower_bound = p.policy.counts.kind == balance::count_cap::mode::equal
                               ? equal_count_lower_bound(std::span<const length_t>(p.items.weights), d, c)
                               : lower_bound(std::span<const length_t>(p.items.weights), d, c);
