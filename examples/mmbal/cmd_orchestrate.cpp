@@ -27,6 +27,7 @@ struct orchestrate_state {
   std::uint32_t ranks_per_node = 0;
   std::uint64_t bytes_per_token = 1;
   bool no_relabel = false;
+  unsigned threads = 0;
   bool json = false;
   mmbal::tool::phase_flags flags;
 };
@@ -65,6 +66,7 @@ int run_orchestrate(const orchestrate_state& s) {
   opt.ranks_per_node = s.ranks_per_node;
   opt.bytes_per_token = s.bytes_per_token;
   opt.relabel = !s.no_relabel;
+  opt.threads = s.threads;
   mmbal::orchestrate::orchestrator orch(opt);
   s.flags.apply(orch, [](const std::string& phase) { return mmbal::orchestrate::default_policy(phase); });
   mmbal::orchestrate::orchestration o;
@@ -100,6 +102,7 @@ const bool registered = mmbal::tool::register_command(30, [](CLI::App& app) -> s
                   "ranks per node C (node = rank / C) for inter-node traffic and relabeling; 0 = one node (default 0)");
   sub->add_option("--bytes-per-token", state->bytes_per_token, "payload bytes per token (default 1)");
   sub->add_flag("--no-relabel", state->no_relabel, "keep the partitioners' batch order (no node-wise relabeling)");
+  mmbal::tool::add_threads_option(sub, state->threads);
   state->flags.add_to(sub,
                       "defaults: llm attention:alpha=1,beta=1.54e-05 + lpt; image, video tokens + lpt; audio padded + "
                       "padded (OrchMLLM 8); other modalities tokens + lpt");

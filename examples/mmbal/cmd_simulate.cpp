@@ -45,6 +45,7 @@ struct simulate_state {
   std::uint64_t bytes_per_token = 7168;
   double tflops = 400;
   bool no_relabel = false;
+  unsigned threads = 0;
   std::string svg;
   bool json = false;
   mmbal::tool::phase_flags flags;
@@ -172,6 +173,7 @@ int run_simulate(const simulate_state& s) {
   opt.ranks_per_node = s.ranks_per_node;
   opt.bytes_per_token = s.bytes_per_token;
   opt.relabel = !s.no_relabel;
+  opt.threads = s.threads;
   mmbal::orchestrate::orchestrator orch(opt);
   for (const auto& name : mmbal::orchestrate::orchestrator::phase_names(w))
     orch.set_policy(name, simulate_policy(name));
@@ -277,6 +279,7 @@ const bool registered = mmbal::tool::register_command(60, [](CLI::App& app) -> s
                   "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
   sub->add_option("--tflops", state->tflops, "effective TFLOP/s per GPU for the step-time model (default 400)");
   sub->add_flag("--no-relabel", state->no_relabel, "keep the partitioners' batch order (no node-wise relabeling)");
+  mmbal::tool::add_threads_option(sub, state->threads);
   state->flags.add_to(sub,
                       "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt; image, video flops + lpt; "
                       "audio padded-attention + padded)");

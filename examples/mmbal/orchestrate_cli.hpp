@@ -86,6 +86,14 @@ inline std::string human_bytes(std::uint64_t b) {
   return out.str();
 }
 
+/// `--threads N`: `orchestrator_options::threads` (0 = hardware concurrency; the plan is the
+/// same for every value).
+inline void add_threads_option(CLI::App* sub, unsigned& threads) {
+  sub->add_option("--threads", threads,
+                  "threads that plan the phases concurrently; 0 = hardware concurrency (default 0); the plan is "
+                  "identical for every value");
+}
+
 /// The per-phase fields of DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
 inline nlohmann::json phase_report_json(const orchestrate::phase_report& r) {
   return {{"name", r.name},

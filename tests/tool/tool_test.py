@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end tests of the `mmbal` tool: determinism, the balance JSON contract (placements
 and loads recomputed independently here), and exit code 2 with file/line/field on bad input.
-Usage: tool_test.py PATH/TO/mmbal CASE   (CASE: generate | balance | bad_input | phases)"""
+Usage: tool_test.py PATH/TO/mmbal CASE   (CASE: generate | balance | phases | bad_input | isf | micro_batches |
+orchestrate)"""
 import json
 import os
 import subprocess
@@ -144,6 +145,32 @@ def case_phases():
     assert "smell" in p.stderr
 
 
+def case_orchestrate():
+    path, _ = generate("o.jsonl", samples=1920, ranks=32)
+    samples = load(path)
+    reports = []
+    for threads in ("1", "3"):
+        r = json.loads(run("orchestrate", "--input", path, "--ranks", "32", "--ranks-per-node", "4",
+                           "--bytes-per-token", "2", "--threads", threads, "--json").stdout)
+        del r["elapsed_us"]
+        reports.append(r)
+    assert reports[0] == reports[1], "the plan depends on --threads"
+    r = reports[0]
+    assert r["ranks"] == 32 and r["ranks_per_node"] == 4 and r["samples"] == len(samples)
+    present = {seg[0] for s in samples for seg in s["segments"] if seg[0] != "text"}
+    names = [p["name"] for p in r["phases"]]
+    assert names[-1] == "llm" and set(names[:-1]) == present, names
+    for p in r["phases"]:
+        items = items_of(samples, p["name"])
+        assert p["items"] == len(items), (p["name"], p["items"], len(items))
+        assert p["moved_bytes"] <= 2 * sum(length for length, _ in items)
+        assert p["inter_node_bytes"] <= p["moved_bytes"]
+        assert p["inter_node_max_relabeled"] <= p["inter_node_max_identity"]
+        assert p["lower_bound"] <= p["max_after"] * (1 + 1e-12)
+    assert r["composed_bytes"] <= r["two_hop_bytes"]
+    run("orchestrate", "--input", path, "--ranks", "32", "--threads", "many", expect=2)
+
+
 def case_bad_input():
     cases = [
         ('{"id":0,"rank":0,"segments":[["text",10]]}\n{"id":1,"rank":0,"segments":[["text",-5]]}\n', "line 2"),
@@ -223,5 +250,6 @@ def case_isf():
     run("isf", "--input", path, "--ranks", "0", "--auto", "--target-batch", "4", expect=2)
 
 
-{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf, "micro_batches": case_micro_batches}[sys.argv[2]]()
+{"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf, "micro_batches": case_micro_batches,
+ "orchestrate": case_orchestrate}[sys.argv[2]]()
 print(f"tool test {sys.argv[2]}: ok")
