@@ -13,6 +13,8 @@
 // - BM_orchestrate/threads: the full plan (wall time; /0 = hardware concurrency, /1 = serial); counters
 // `peak_extra_MiB` (peak heap growth while planning,
 //   from a counting operator new), `composed_over_two_hop` (encoder→LLM bytes), the items;
+// - BM_orchestrate_reuse/threads: the same, each plan written into the previous one's
+//   orchestration (`plan(w, out)`, a training loop's steady state);
 // - BM_orchestrate_no_relabel: the same without node-wise relabeling;
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
 //   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
@@ -134,7 +136,7 @@ void BM_sort_baseline(benchmark::State& state) {
 }
 BENCHMARK(BM_sort_baseline)->Unit(benchmark::kMillisecond);
 
-void run_plan(benchmark::State& state, bool relabel) {
+void run_plan(benchmark::State& state, bool relabel, bool reuse = false) {
   const auto& w = omni_workload();
   const auto threads = static_cast<unsigned>(state.range(0));
   const auto orch = make(relabel, nullptr, threads);
@@ -143,9 +145,15 @@ void run_plan(benchmark::State& state, bool relabel) {
   g_peak.store(before);
   mmbal::orchestrate::orchestration o = orch.plan(w);
   const double peak_mib = static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0);
+  mmbal::orchestrate::orchestration previous = orch.plan(w);
   for (auto _ : state) {
-    auto r = orch.plan(w);
-    benchmark::DoNotOptimize(r.fingerprint);
+    if (reuse) {  // a training loop: this step's plan goes into the last step's orchestration
+      orch.plan(w, previous);
+      benchmark::DoNotOptimize(previous.fingerprint);
+    } else {
+      auto r = orch.plan(w);
+      benchmark::DoNotOptimize(r.fingerprint);
+    }
   }
   state.counters["peak_extra_MiB"] = peak_mib;
   state.counters["threads"] = std::min<double>(mmbal::resolve_threads(threads), static_cast<double>(o.phases.size()));
@@ -165,6 +173,10 @@ void run_plan(benchmark::State& state, bool relabel) {
 // (UseRealTime): with threads the benchmark's CPU column counts the calling thread only.
 void BM_orchestrate(benchmark::State& state) { run_plan(state, true); }
 BENCHMARK(BM_orchestrate)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The same, planning into the previous step's orchestration (`plan(w, out)`).
+void BM_orchestrate_reuse(benchmark::State& state) { run_plan(state, true, true); }
+BENCHMARK(BM_orchestrate_reuse)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_orchestrate_no_relabel(benchmark::State& state) { run_plan(state, false); }
 BENCHMARK(BM_orchestrate_no_relabel)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -2,6 +2,8 @@
 // from the workload and the returned rearrangements with simple reference code.
 #include "orchestrate/support.hpp"
 
+#include <thread>
+
 using namespace orchestrate_test;
 
 TEST_CASE("orchestrator: every phase is valid and its report matches the plan", "[orchestrate]") {
@@ -192,6 +194,87 @@ TEST_CASE("orchestrator: plans are bit-identical for every thread count", "[orch
     REQUIRE(o.composed_bytes == serial.composed_bytes);
     REQUIRE(o.two_hop_inter_node_bytes == serial.two_hop_inter_node_bytes);
   }
+}
+
+namespace {
+// Every field of two orchestrations, compared one by one.
+void require_same(const mmbal::orchestrate::orchestration& a, const mmbal::orchestrate::orchestration& b) {
+  REQUIRE(a.ranks == b.ranks);
+  REQUIRE(a.ranks_per_node == b.ranks_per_node);
+  REQUIRE(a.samples == b.samples);
+  REQUIRE(a.bytes_per_token == b.bytes_per_token);
+  REQUIRE(a.phases.size() == b.phases.size());
+  for (std::size_t k = 0; k < a.phases.size(); ++k) {
+    const phase_plan &x = a.phases[k], &y = b.phases[k];
+    INFO("phase " << x.name);
+    REQUIRE(x.name == y.name);
+    REQUIRE(x.items.weights == y.items.weights);
+    REQUIRE(x.items.origin == y.items.origin);
+    REQUIRE(x.items.sample_of == y.items.sample_of);
+    REQUIRE(x.items.segment_of == y.items.segment_of);
+    REQUIRE(x.items.group == y.items.group);
+    REQUIRE(x.item_bytes == y.item_bytes);
+    REQUIRE(x.balanced.where == y.balanced.where);
+    REQUIRE(x.relabel.rank_of_batch == y.relabel.rank_of_batch);
+    REQUIRE(x.relabel.iterations == y.relabel.iterations);
+    REQUIRE(x.forward == y.forward);
+    REQUIRE(x.fingerprint == y.fingerprint);
+    REQUIRE(x.report.loads_before == y.report.loads_before);
+    REQUIRE(x.report.loads_after == y.report.loads_after);
+    REQUIRE(x.report.moved_bytes == y.report.moved_bytes);
+    REQUIRE(x.report.inter_node_max_relabeled == y.report.inter_node_max_relabeled);
+  }
+  REQUIRE(a.composed.size() == b.composed.size());
+  for (std::size_t k = 0; k < a.composed.size(); ++k) {
+    REQUIRE(a.composed[k].modality == b.composed[k].modality);
+    REQUIRE(a.composed[k].composed == b.composed[k].composed);
+    REQUIRE(a.composed[k].item_bytes == b.composed[k].item_bytes);
+    REQUIRE(a.composed[k].fingerprint == b.composed[k].fingerprint);
+  }
+  REQUIRE(a.composed_bytes == b.composed_bytes);
+  REQUIRE(a.two_hop_bytes == b.two_hop_bytes);
+  REQUIRE(a.composed_inter_node_bytes == b.composed_inter_node_bytes);
+  REQUIRE(a.two_hop_inter_node_bytes == b.two_hop_inter_node_bytes);
+  REQUIRE(a.fingerprint == b.fingerprint);
+}
+}  // namespace
+
+TEST_CASE("orchestrator: planning into a reused orchestration equals a fresh plan", "[orchestrate]") {
+  // Steps of different shapes and sizes through one orchestration object: more and fewer
+  // samples, a step without audio, other rank counts, relabeling on and off.
+  auto no_audio = omni(150, 10, 4);
+  const auto audio = no_audio.find_modality("audio");
+  for (auto& smp : no_audio.samples)
+    std::erase_if(smp.segments, [&](const mmbal::segment& g) { return audio && g.modality == *audio; });
+  struct step {
+    mmbal::workload w;
+    mmbal::rank_t d, c;
+    bool relabel;
+  };
+  const std::vector<step> steps{{omni(160, 16, 1), 16, 4, true}, {omni(480, 16, 2), 16, 4, true},
+                                {omni(40, 16, 3), 16, 4, true},  {no_audio, 10, 5, true},
+                                {omni(90, 6, 5), 6, 2, false},   {omni(300, 24, 6), 24, 8, true}};
+  mmbal::orchestrate::orchestration reused;
+  for (std::size_t t = 0; t < steps.size(); ++t) {
+    INFO("step " << t);
+    const auto orch = make(steps[t].d, steps[t].c, 1 + t % 3, steps[t].relabel);
+    orch.plan(steps[t].w, reused);
+    require_same(reused, make(steps[t].d, steps[t].c, 1 + t % 3, steps[t].relabel).plan(steps[t].w));
+    // The orchestrator's own buffers are reused too: a second plan with it is the same.
+    require_same(orch.plan(steps[t].w), reused);
+  }
+}
+
+TEST_CASE("orchestrator: concurrent plan calls on one orchestrator give the same plan", "[orchestrate]") {
+  const auto w = omni(16 * 12, 16, 8);
+  const auto orch = make(16, 4);
+  const auto expected = orch.plan(w);
+  std::vector<mmbal::orchestrate::orchestration> results(4);
+  {
+    std::vector<std::jthread> callers;
+    for (auto& r : results) callers.emplace_back([&] { r = orch.plan(w); });
+  }
+  for (const auto& r : results) require_same(r, expected);
 }
 
 TEST_CASE("orchestrator: the composed plan and its traffic equal compose_encoder_to_llm's", "[orchestrate]") {

@@ -158,6 +158,24 @@ TEST_CASE("relabeling recovers shuffled batch labels at scale", "[rearrange][rel
   }
 }
 
+TEST_CASE("relabeling with a reused workspace gives the result of a fresh one", "[rearrange][relabel]") {
+  auto g = mmbal::make_rng(53);
+  mmbal::relabel_workspace ws;  // shared by instances of every size, large and small in turn
+  for (int t = 0; t < 24; ++t) {
+    const rank_t d = t % 3 == 0 ? 96 : 8 + static_cast<rank_t>(mmbal::uniform_below(g, 24));
+    const rank_t c = 2 + static_cast<rank_t>(mmbal::uniform_below(g, 4));
+    const auto n = static_cast<std::uint32_t>(d * (1 + mmbal::uniform_below(g, 8)));
+    const auto r = t % 2 ? shuffled_batches(g, n, d, 0.3) : rearrange_test::random_rearrangement(g, n, d, 0.1);
+    const auto bytes = rearrange_test::random_sizes(g, n, 100.0);
+    INFO("instance " << t << " d " << d << " c " << c);
+    const auto fresh = mmbal::relabel_nodewise(r, bytes, c);
+    const auto reused = mmbal::relabel_nodewise(r, bytes, c, {}, &ws);
+    CHECK(reused.rank_of_batch == fresh.rank_of_batch);
+    CHECK(reused.max_relabeled == fresh.max_relabeled);
+    CHECK(reused.iterations == fresh.iterations);
+  }
+}
+
 TEST_CASE("relabeling edge cases", "[rearrange][relabel]") {
   const rearrangement r{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
   const std::vector<std::uint64_t> bytes{3, 4};

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -179,8 +181,10 @@ namespace detail {
 /// per modality (an output that moves in one hop moves in at least one of the two).
 /// Deterministic: the same workload and configuration give bit-identical results on every
 /// rank, for any `threads`. Concurrency: the phases of step 1 run on up to
-/// `orchestrator_options::threads` threads, then the composed plans of step 2; a `plan` call
-/// only reads the orchestrator, so several threads may call it at once. Complexity: per phase
+/// `orchestrator_options::threads` threads, then the composed plans of step 2. Several threads
+/// may call `plan` at once. Memory: the orchestrator keeps the relabeling's buffers between
+/// calls (`relabel_workspace`, ≈ 64 B per item of every phase) so that the next step's plan
+/// does not fault in fresh pages; a concurrent call uses temporary buffers instead. Complexity: per phase
 /// the partitioner's cost (O(n log n + n log d) for lpt) plus O(n log n + d log d) for
 /// relabeling and composition; wall time ≈ that of the largest phase where cores are free.
 /// Memory O(n + d) per phase.
@@ -227,22 +231,37 @@ class orchestrator {
   /// cannot be applied (the partitioner's message, prefixed with the phase name; with several
   /// failing phases, the first in plan order).
   [[nodiscard]] orchestration plan(const workload& w) const {
+    orchestration out;
+    plan(w, out);
+    return out;
+  }
+
+  /// The same into `out`, reusing its buffers: pass the previous step's orchestration (once
+  /// it is no longer needed) and this step's plan does not fault in fresh memory for its
+  /// items, sizes, rearrangements and composed plans. The result equals `plan(w)` whatever
+  /// `out` held; if planning throws, `out` is left in a valid but unspecified state.
+  void plan(const workload& w, orchestration& out) const {
     const std::vector<std::string> names = scan_workload(w, options_.ranks);
     const std::size_t encoders = names.size() - 1;
-    orchestration out;
     out.ranks = options_.ranks;
     out.ranks_per_node = options_.ranks_per_node;
     out.samples = w.samples.size();
     out.bytes_per_token = options_.bytes_per_token;
     out.phases.resize(names.size());
+    // The relabeling buffers of the previous call, unless another call holds them now.
+    std::unique_lock lock(scratch_->mutex, std::try_to_lock);
+    std::vector<relabel_workspace> temporary;
+    std::vector<relabel_workspace>& workspaces = lock.owns_lock() ? scratch_->relabel : temporary;
+    if (workspaces.size() < names.size()) workspaces.resize(names.size());
     // The LLM phase (stored last) starts first: it has the most items.
     parallel_for_index(names.size(), options_.threads, [&](std::size_t t) {
       const std::size_t k = t == 0 ? encoders : t - 1;
-      out.phases[k] = plan_phase(w, names[k]);
+      plan_phase(w, names[k], workspaces[k], out.phases[k]);
     });
     out.composed.resize(encoders);
     parallel_for_index(encoders, options_.threads,
-                       [&](std::size_t k) { out.composed[k] = compose_phase(w, out.phases[k], out.phases.back()); });
+                       [&](std::size_t k) { compose_phase(w, out.phases[k], out.phases.back(), out.composed[k]); });
+    out.composed_bytes = out.two_hop_bytes = out.composed_inter_node_bytes = out.two_hop_inter_node_bytes = 0;
     for (const composed_plan& c : out.composed) {
       out.composed_bytes += c.traffic.composed.moved_bytes;
       out.two_hop_bytes += c.traffic.two_hop.moved_bytes;
@@ -251,7 +270,6 @@ class orchestrator {
     }
     out.fingerprint = fold_fingerprints(
         out, [](const phase_plan& p) { return p.fingerprint; }, [](const composed_plan& c) { return c.fingerprint; });
-    return out;
   }
 
   /// The 64-bit fingerprint of an orchestration, recomputed from its plans: folds, in plan
@@ -306,11 +324,10 @@ class orchestrator {
     return combine_fingerprints(parts);
   }
 
-  /// The composed encoder→LLM plan of encoder phase `e` (see `compose_encoder_to_llm`).
-  [[nodiscard]] composed_plan compose_phase(const workload& w, const phase_plan& e, const phase_plan& llm) const {
-    composed_plan c;
+  /// The composed encoder→LLM plan of encoder phase `e` into `c` (see `compose_to_llm`).
+  void compose_phase(const workload& w, const phase_plan& e, const phase_plan& llm, composed_plan& c) const {
     c.modality = e.name;
-    c.composed = compose_to_llm(e.items, e.forward, llm.forward, false);  // valid by construction
+    compose_to_llm(e.items, e.forward, llm.forward, false, c.composed);  // valid by construction
     c.item_bytes.resize(e.items.size());
     for (std::size_t i = 0; i < e.items.size(); ++i) {
       const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
@@ -318,17 +335,16 @@ class orchestrator {
     }
     c.traffic = compare_composition(c.composed, e.forward.source, c.item_bytes, options_.ranks_per_node);
     c.fingerprint = fingerprint(c.composed, c.item_bytes);
-    return c;
   }
 
-  [[nodiscard]] phase_plan plan_phase(const workload& w, const std::string& name) const {
+  /// Plans phase `name` into `p` (every field is overwritten; buffers are reused).
+  void plan_phase(const workload& w, const std::string& name, relabel_workspace& workspace, phase_plan& p) const {
     const rank_t d = options_.ranks;
-    phase_plan p;
     p.name = name;
     p.policy = policy(name);
-    p.items = phase_items_of(w, name);
+    phase_items_of(w, name, p.items);
     const std::size_t n = p.items.size();
-    p.item_bytes = phase_item_bytes(p.items, options_.bytes_per_token, name);
+    phase_item_bytes(p.items, options_.bytes_per_token, name, p.item_bytes);
 
     std::vector<std::uint64_t> groups;
     if (p.policy.keep_groups) groups = phase_group_ids(p.items, name);
@@ -351,16 +367,21 @@ class orchestrator {
                                    p.balanced.bins, " bins for ", n, " items on ", d, " ranks");
     // Origin layout (slots in ascending item id on every rank, DESIGN.md §3), built directly:
     // `rearrangement::from_origin` would validate both sides again; the tests validate.
-    rearrangement unlabeled{d, std::vector<location>(n), p.balanced.where};
+    rearrangement unlabeled = std::move(p.forward);  // reuse the previous plan's buffers
+    unlabeled.ranks = d;
+    unlabeled.source.resize(n);
+    unlabeled.destination.assign(p.balanced.where.begin(), p.balanced.where.end());
     {
       std::vector<std::uint32_t> next(d, 0);
       for (std::size_t i = 0; i < n; ++i) unlabeled.source[i] = location{p.items.origin[i], next[p.items.origin[i]]++};
     }
     if (options_.relabel) {
-      p.relabel = relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning);
+      p.relabel =
+          relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning, &workspace);
     } else {
       p.relabel.rank_of_batch.resize(d);
       for (rank_t j = 0; j < d; ++j) p.relabel.rank_of_batch[j] = j;
+      p.relabel.iterations = 0;
       p.relabel.max_identity = p.relabel.max_relabeled =
           max_inter_node_volume(unlabeled, p.item_bytes, options_.ranks_per_node);
     }
@@ -398,11 +419,18 @@ class orchestrator {
     r.inter_node_max_identity = p.relabel.max_identity;
     r.inter_node_max_relabeled = p.relabel.max_relabeled;
     p.fingerprint = fingerprint(p.forward, p.item_bytes);
-    return p;
   }
+
+  /// Buffers kept between `plan` calls (shared by copies of this orchestrator; a call that
+  /// finds them in use works with temporary ones).
+  struct scratch {
+    std::mutex mutex;
+    std::vector<relabel_workspace> relabel;  ///< one per phase of the last plan
+  };
 
   orchestrator_options options_;
   std::map<std::string, phase_policy, std::less<>> policies_;
+  std::shared_ptr<scratch> scratch_ = std::make_shared<scratch>();
 };
 
 }  // namespace mmbal::orchestrate

@@ -12,6 +12,7 @@
 #include <mmbal/rearrange/rearrangement.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -185,25 +186,32 @@ struct fingerprint_state {
 
 }  // namespace detail
 
-/// A 64-bit fingerprint of a rearrangement together with its item sizes: hashes, in this fixed
-/// order, `ranks`, the item count, then for every item in id order its source location, its
-/// destination location and its size. Identical on every rank, compiler and platform for
-/// identical inputs (no unordered containers, no pointers, fixed-width arithmetic); changing
-/// any single location or size always changes it (see `detail::fingerprint_state`).
-/// Transports all-reduce it (min and max) before the exchange and throw on every rank when
-/// ranks disagree. Does not validate `r`. Throws when the sizes do not match the items. O(n).
+/// A 64-bit fingerprint of a rearrangement together with its item sizes: item i's source
+/// location, destination location and size are hashed, in this order, into lane i mod 4 (four
+/// independent `detail::fingerprint_state`s, started from their lane index, so the hash chains
+/// overlap in the CPU); `ranks`, the item count and the four lanes are then folded in order.
+/// Identical on every rank, compiler and platform for identical inputs (no unordered
+/// containers, no pointers, fixed-width arithmetic); changing any single location or size
+/// always changes it (every step of a lane and of the fold is a bijection of the changed
+/// word's lane). Transports all-reduce it (min and max) before the exchange and throw on every
+/// rank when ranks disagree. Does not validate `r`. Throws when the sizes do not match the
+/// items. O(n).
 [[nodiscard]] inline std::uint64_t fingerprint(const rearrangement& r, std::span<const std::uint64_t> item_sizes) {
   if (item_sizes.size() != r.size() || r.destination.size() != r.source.size())
     detail::throw_invalid("fingerprint: ", r.source.size(), " sources, ", r.destination.size(), " destinations, ",
                           item_sizes.size(), " item sizes");
-  detail::fingerprint_state s;
-  s.add(r.ranks);
-  s.add(r.size());
+  std::array<detail::fingerprint_state, 4> lane;
+  for (std::size_t k = 0; k < lane.size(); ++k) lane[k].add(k);
   for (std::size_t i = 0; i < r.size(); ++i) {
+    detail::fingerprint_state& s = lane[i % lane.size()];
     s.add(detail::pack_location(r.source[i]));
     s.add(detail::pack_location(r.destination[i]));
     s.add(item_sizes[i]);
   }
+  detail::fingerprint_state s;
+  s.add(r.ranks);
+  s.add(r.size());
+  for (const detail::fingerprint_state& l : lane) s.add(l.h);
   return s.h;
 }
 

@@ -36,10 +36,11 @@ namespace mmbal {
 /// `encoder` are the phase's items (`encoder_phase_items`: `sample_of`, `segment_of`), and
 /// `llm` is Π_M over samples. Returns the destination of every encoder item as an assignment
 /// over `llm.ranks` ranks. Validates `llm` (unless `validate_llm` is false because the caller
-/// just did); throws when an item names a sample outside it.
+/// just did); throws when an item names a sample outside it. This overload writes the
+/// locations into `where` (its buffer is reused).
 /// O(n + samples + ranks) plus sorting each sample's few segments.
-[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm,
-                                                bool validate_llm = true) {
+inline void assembly_layout(const phase_items& encoder, const rearrangement& llm, bool validate_llm,
+                            std::vector<location>& where) {
   if (validate_llm) llm.validate();
   const std::size_t n = encoder.size();
   if (encoder.sample_of.size() != n || encoder.segment_of.size() != n)
@@ -73,14 +74,21 @@ namespace mmbal {
   // Samples in LLM slot order on every rank (llm.destination is a valid layout: validated by
   // the caller or below).
   const detail::layout_index at(llm.destination, llm.ranks);
-  assignment out{llm.ranks, std::vector<location>(n)};
+  where.resize(n);
   for (rank_t r = 0; r < llm.ranks; ++r) {
     std::uint32_t next = 0;
     for (std::uint32_t slot = 0; slot < at.count(r); ++slot) {
       const item_id s = at.at(location{r, slot});
-      for (std::size_t k = first[s]; k < first[s + 1]; ++k) out.where[by_sample[k]] = location{r, next++};
+      for (std::size_t k = first[s]; k < first[s + 1]; ++k) where[by_sample[k]] = location{r, next++};
     }
   }
+}
+
+/// `assembly_layout` as an assignment over `llm.ranks` ranks.
+[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm,
+                                                bool validate_llm = true) {
+  assignment out{llm.ranks, {}};
+  assembly_layout(encoder, llm, validate_llm, out.where);
   return out;
 }
 
@@ -109,10 +117,11 @@ struct encoder_to_llm_plans {
 /// plans are validated, they must have the same rank count, and every segment must start on
 /// its sample's origin rank (the sample model: a sample and its segments live together before
 /// balancing); violations throw `invalid_input` naming the item. `validate = false` is for
-/// callers that built the plans themselves (the orchestrator). O(n + samples + ranks).
+/// callers that built the plans themselves (the orchestrator). Writes into `out` (its buffers
+/// are reused). O(n + samples + ranks).
 /// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
-[[nodiscard]] inline rearrangement compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan,
-                                                  const rearrangement& llm_plan, bool validate = true) {
+inline void compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan, const rearrangement& llm_plan,
+                           bool validate, rearrangement& out) {
   if (validate) {
     encoder_plan.validate();
     llm_plan.validate();
@@ -123,14 +132,23 @@ struct encoder_to_llm_plans {
   if (encoder_plan.ranks != llm_plan.ranks)
     detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ",
                           llm_plan.ranks);
-  assignment target = assembly_layout(encoder, llm_plan, false);
+  assembly_layout(encoder, llm_plan, false, out.destination);
   if (validate)
     for (std::size_t i = 0; i < encoder.size(); ++i)
       if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
         detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ",
                               encoder_plan.source[i].rank, " but its sample ", encoder.sample_of[i], " starts on rank ",
                               llm_plan.source[encoder.sample_of[i]].rank);
-  return rearrangement{encoder_plan.ranks, encoder_plan.destination, std::move(target.where)};
+  out.ranks = encoder_plan.ranks;
+  out.source = encoder_plan.destination;
+}
+
+/// `compose_to_llm` into a new rearrangement.
+[[nodiscard]] inline rearrangement compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan,
+                                                  const rearrangement& llm_plan, bool validate = true) {
+  rearrangement out;
+  compose_to_llm(encoder, encoder_plan, llm_plan, validate, out);
+  return out;
 }
 
 /// Builds the composed encoder→LLM plan (`compose_to_llm`, validated) and its two-hop

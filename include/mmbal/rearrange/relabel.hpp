@@ -149,8 +149,25 @@ struct relabel_model {
   /// Inter-node bytes batch j receives when it sits on node m.
   [[nodiscard]] std::uint64_t recv_at(rank_t j, rank_t m) const noexcept { return in[j] - from_node(j, m); }
 
-  relabel_model(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node)
-      : d(r.ranks), c(ranks_per_node), nodes((r.ranks + ranks_per_node - 1) / ranks_per_node) {
+  /// Radix-sort record: (batch << 32 | source rank, bytes).
+  struct entry {
+    std::uint64_t key, bytes;
+  };
+
+  relabel_model() = default;
+  relabel_model(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node) {
+    std::vector<entry> items, spare;
+    build(r, bytes, ranks_per_node, items, spare, false);
+  }
+
+  /// (Re)builds the model of `r`, reusing the capacity of every member and of the sort buffers
+  /// `items` and `spare`; with `keep_buffers` false each buffer is freed as soon as it is done
+  /// (lower peak memory for a one-off model).
+  void build(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node,
+             std::vector<entry>& items, std::vector<entry>& spare, bool keep_buffers) {
+    d = r.ranks;
+    c = ranks_per_node;
+    nodes = (r.ranks + ranks_per_node - 1) / ranks_per_node;
     const std::size_t n = r.size();
     in.assign(d, 0);
     out.assign(d, 0);
@@ -159,10 +176,8 @@ struct relabel_model {
     // are zero for every key. Each pass reads sequentially and writes to at most 256 streams;
     // a counting sort over d buckets (thousands of write streams) was the bottleneck.
     std::vector<std::size_t> first(d + std::size_t{1}, 0);
-    struct entry {
-      std::uint64_t key, bytes;
-    };
-    std::vector<entry> items(n), spare(n);
+    items.resize(n);
+    spare.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       ++first[r.destination[i].rank + std::size_t{1}];
       items[i] = entry{(std::uint64_t{r.destination[i].rank} << 32) | r.source[i].rank, bytes[i]};
@@ -179,7 +194,9 @@ struct relabel_model {
       }
     // Free each buffer as soon as it is done so the next one can take its memory: fresh pages
     // cost more than the passes (about 2 µs each on a VM).
-    spare = {};
+    if (!keep_buffers) spare = {};
+    rank_vol.clear();
+    node_vol.clear();
     rank_vol.reserve(n);
     node_vol.reserve(n);
     rank_first.assign(1, 0);
@@ -207,7 +224,7 @@ struct relabel_model {
       rank_first.push_back(rank_vol.size());
       node_first.push_back(node_vol.size());
     }
-    items = {};
+    if (!keep_buffers) items = {};
     by_node_first.assign(nodes + std::size_t{1}, 0);
     for (rank_t m = 0; m < nodes; ++m) by_node_first[m + 1] = by_node_first[m] + node_count[m + 1];
     by_node.resize(by_node_first.back());
@@ -606,6 +623,15 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 
 }  // namespace detail
 
+/// Scratch memory of `relabel_nodewise`, kept between calls: pass the same workspace to every
+/// call (one per concurrent caller) and later calls reuse its buffers instead of faulting in
+/// fresh pages (≈ 64 B per item of the largest rearrangement). Contents are opaque; results
+/// never depend on what a workspace held before.
+struct relabel_workspace {
+  detail::relabel_model model;
+  std::vector<detail::relabel_model::entry> items, spare;
+};
+
 /// Node-wise relabeling heuristic (OrchMLLM Alg. 3 without an ILP solver).
 ///
 /// Input: a rearrangement whose destination rank j names new batch j, the bytes of every
@@ -636,10 +662,12 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 /// Complexity: O(n + d log d) to build the model (two counting sorts), then per swap
 /// O(c · P · (c log c + log L)) for P ≤ `partner_candidates` + `low_volume_candidates`
 /// partners and L entries per batch list; swaps per descent ≤ `max_iterations`. Measured:
-/// see bench/RESULTS.md, section rearrange (d = 2,560, 8 ranks per node).
+/// see bench/RESULTS.md, section rearrange (d = 2,560, 8 ranks per node). `workspace`: see
+/// `relabel_workspace`; without one, temporary buffers are allocated and freed.
 /// @see OrchMLLM §5.2.2, Algorithm 3.
 [[nodiscard]] inline relabeling relabel_nodewise(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
-                                                 rank_t ranks_per_node, const relabel_options& options = {}) {
+                                                 rank_t ranks_per_node, const relabel_options& options,
+                                                 relabel_workspace* workspace) {
   detail::check_relabel_input(r, item_bytes, "relabel_nodewise");
   relabeling out;
   out.rank_of_batch.resize(r.ranks);
@@ -647,7 +675,10 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
   out.max_identity = out.max_relabeled = max_inter_node_volume(r, item_bytes, ranks_per_node);
   if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
 
-  const detail::relabel_model md(r, item_bytes, ranks_per_node);
+  relabel_workspace local;
+  relabel_workspace& ws = workspace ? *workspace : local;
+  ws.model.build(r, item_bytes, ranks_per_node, ws.items, ws.spare, workspace != nullptr);
+  const detail::relabel_model& md = ws.model;
   std::vector<rank_t> low_in(md.d);
   std::iota(low_in.begin(), low_in.end(), rank_t{0});
   std::sort(low_in.begin(), low_in.end(),
@@ -692,6 +723,12 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     out.max_relabeled = reached;
   }
   return out;
+}
+
+/// `relabel_nodewise` with temporary buffers.
+[[nodiscard]] inline relabeling relabel_nodewise(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
+                                                 rank_t ranks_per_node, const relabel_options& options = {}) {
+  return relabel_nodewise(r, item_bytes, ranks_per_node, options, nullptr);
 }
 
 /// Exact node-wise relabeling for small instances (tests and benchmarks: the heuristic's gap).

@@ -91,36 +91,42 @@ namespace detail {
 }
 }  // namespace detail
 
-/// The LLM phase's items: one per sample. Throws if a sample's length exceeds 2^32 - 1.
-[[nodiscard]] inline phase_items llm_phase_items(const workload& w) {
-  phase_items p;
+/// The LLM phase's items into `p` (its buffers are reused; previous contents are replaced).
+/// Throws if a sample's length exceeds 2^32 - 1.
+inline void llm_phase_items(const workload& w, phase_items& p) {
   const std::uint32_t n = checked_count(w.samples.size(), "samples");
-  p.weights.reserve(n);
-  p.origin.reserve(n);
-  p.sample_of.reserve(n);
-  p.segment_of.assign(n, 0);
   const bool grouped = detail::has_groups(w);
-  if (grouped) p.group.reserve(n);
+  p.weights.resize(n);
+  p.origin.resize(n);
+  p.sample_of.resize(n);
+  p.segment_of.assign(n, 0);
+  p.group.resize(grouped ? n : 0);
   for (std::uint32_t i = 0; i < n; ++i) {
     const sample& s = w.samples[i];
     const std::uint64_t len = s.llm_length();
     if (len > UINT32_MAX) detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
-    p.weights.push_back(static_cast<length_t>(len));
-    p.origin.push_back(s.rank);
-    p.sample_of.push_back(i);
-    if (grouped) p.group.push_back(s.group);
+    p.weights[i] = static_cast<length_t>(len);
+    p.origin[i] = s.rank;
+    p.sample_of[i] = i;
+    if (grouped) p.group[i] = s.group;
   }
+}
+
+/// The LLM phase's items: one per sample. Throws if a sample's length exceeds 2^32 - 1.
+[[nodiscard]] inline phase_items llm_phase_items(const workload& w) {
+  phase_items p;
+  llm_phase_items(w, p);
   return p;
 }
 
-/// An encoder phase's items: every segment of `modality`, in input order, weighted by its
-/// encoder length. Throws if `modality` is text.
-[[nodiscard]] inline phase_items encoder_phase_items(const workload& w, modality_id modality) {
+/// An encoder phase's items into `p` (its buffers are reused; previous contents are
+/// replaced): every segment of `modality`, in input order, weighted by its encoder length.
+/// Throws if `modality` is text.
+inline void encoder_phase_items(const workload& w, modality_id modality, phase_items& p) {
   if (modality == text_modality) detail::throw_invalid("encoder_phase_items: text has no encoder phase");
-  phase_items p;
   const std::uint32_t n = checked_count(w.samples.size(), "samples");
-  // Count first: exact allocations instead of ~log n regrowths of five vectors (fresh memory
-  // costs more than this extra pass).
+  // Count first: exact sizes instead of ~log n regrowths of five vectors (fresh memory costs
+  // more than this extra pass).
   std::size_t count = 0;
   for (const sample& s : w.samples)
     for (const segment& g : s.segments) count += g.modality == modality;
@@ -130,7 +136,7 @@ namespace detail {
   p.origin.resize(count);
   p.sample_of.resize(count);
   p.segment_of.resize(count);
-  if (grouped) p.group.resize(count);
+  p.group.resize(grouped ? count : 0);
   std::size_t at = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
     const sample& s = w.samples[i];
@@ -144,28 +150,42 @@ namespace detail {
       ++at;
     }
   }
+}
+
+/// An encoder phase's items: every segment of `modality`, in input order, weighted by its
+/// encoder length. Throws if `modality` is text.
+[[nodiscard]] inline phase_items encoder_phase_items(const workload& w, modality_id modality) {
+  phase_items p;
+  encoder_phase_items(w, modality, p);
   return p;
 }
 
-/// The items of the phase named `phase`: "llm" or a modality name present in `w`.
-[[nodiscard]] inline phase_items phase_items_of(const workload& w, std::string_view phase) {
-  if (phase == "llm") return llm_phase_items(w);
+/// The items of the phase named `phase` into `p` (buffers reused): "llm" or a modality name
+/// present in `w`.
+inline void phase_items_of(const workload& w, std::string_view phase, phase_items& p) {
+  if (phase == "llm") return llm_phase_items(w, p);
   const auto m = w.find_modality(phase);
   if (!m || *m == text_modality) {
     std::string known = "llm";
     for (std::size_t i = 1; i < w.modalities.size(); ++i) known += ", " + w.modalities[i];
     detail::throw_invalid("unknown phase '", phase, "' (this workload has: ", known, ")");
   }
-  return encoder_phase_items(w, *m);
+  encoder_phase_items(w, *m, p);
+}
+
+/// The items of the phase named `phase`: "llm" or a modality name present in `w`.
+[[nodiscard]] inline phase_items phase_items_of(const workload& w, std::string_view phase) {
+  phase_items p;
+  phase_items_of(w, phase, p);
+  return p;
 }
 
 /// Bytes of each item of a phase: its weight (LLM tokens for the LLM phase, encoder length for
 /// an encoder phase) × `bytes_per_token`. Throws `invalid_input` naming the phase and item if a
-/// product exceeds 2^64 − 1. O(n).
-[[nodiscard]] inline std::vector<std::uint64_t> phase_item_bytes(const phase_items& items,
-                                                                 std::uint64_t bytes_per_token,
-                                                                 std::string_view phase) {
-  std::vector<std::uint64_t> bytes(items.size());
+/// product exceeds 2^64 − 1. Writes into `bytes` (its buffer is reused). O(n).
+inline void phase_item_bytes(const phase_items& items, std::uint64_t bytes_per_token, std::string_view phase,
+                             std::vector<std::uint64_t>& bytes) {
+  bytes.resize(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
     const std::uint64_t tokens = items.weights[i];
     if (bytes_per_token != 0 && tokens > UINT64_MAX / bytes_per_token)
@@ -173,6 +193,14 @@ namespace detail {
                             " bytes per token, which exceeds 2^64 - 1");
     bytes[i] = tokens * bytes_per_token;
   }
+}
+
+/// `phase_item_bytes` into a new vector.
+[[nodiscard]] inline std::vector<std::uint64_t> phase_item_bytes(const phase_items& items,
+                                                                 std::uint64_t bytes_per_token,
+                                                                 std::string_view phase) {
+  std::vector<std::uint64_t> bytes;
+  phase_item_bytes(items, bytes_per_token, phase, bytes);
   return bytes;
 }
 
