@@ -183,7 +183,7 @@ namespace detail {
 /// rank, for any `threads`. Concurrency: the phases of step 1 run on up to
 /// `orchestrator_options::threads` threads, then the composed plans of step 2. Several threads
 /// may call `plan` at once. Memory: the orchestrator keeps the relabeling's buffers between
-/// calls (`relabel_workspace`, ≈ 64 B per item of every phase) so that the next step's plan
+/// calls (`relabel_workspace`, up to 80 B per item of every phase) so that the next step's plan
 /// does not fault in fresh pages; a concurrent call uses temporary buffers instead. Complexity: per phase
 /// the partitioner's cost (O(n log n + n log d) for lpt) plus O(n log n + d log d) for
 /// relabeling and composition; wall time ≈ that of the largest phase where cores are free.
