@@ -102,7 +102,7 @@ struct padded_binary_search {
       hi_bits = lo_bits;
     else if (p.smallest_exceeding < std::numeric_limits<double>::infinity())
       lo_bits = std::max(lo_bits, std::bit_cast<std::uint64_t>(p.smallest_exceeding) - 1);
-    while (hi_bits - lo_bits > 1) {
+    while (hi_bits > lo_bits + 1) {
       const std::uint64_t mid = lo_bits + (hi_bits - lo_bits) / 2;
       const probe p = run(std::bit_cast<double>(mid));
       if (p.batches <= bins)

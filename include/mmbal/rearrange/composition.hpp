@@ -118,7 +118,7 @@ struct encoder_to_llm_plans {
 /// its sample's origin rank (the sample model: a sample and its segments live together before
 /// balancing); violations throw `invalid_input` naming the item. `validate = false` is for
 /// callers that built the plans themselves (the orchestrator). Writes into `out` (its buffers
-/// are reused). O(n + samples + ranks).
+/// are reused; it must not be one of the inputs). O(n + samples + ranks).
 /// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
 inline void compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan, const rearrangement& llm_plan,
                            bool validate, rearrangement& out) {
