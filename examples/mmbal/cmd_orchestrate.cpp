@@ -24,10 +24,7 @@ namespace {
 struct orchestrate_state {
   std::string input;
   std::uint32_t ranks = 0;
-  std::uint32_t ranks_per_node = 0;
-  std::uint64_t bytes_per_token = 1;
-  bool no_relabel = false;
-  unsigned threads = 0;
+  mmbal::tool::orchestrator_flags orchestrator;  // defaults: one node, 1 byte per token
   bool json = false;
   mmbal::tool::phase_flags flags;
 };
@@ -59,14 +56,8 @@ void print_table(const mmbal::orchestrate::orchestration& o, double elapsed) {
 
 int run_orchestrate(const orchestrate_state& s) {
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
-  if (s.bytes_per_token == 0) mmbal::detail::throw_invalid("--bytes-per-token 0: must be > 0");
+  const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
   const mmbal::workload w = mmbal::read_jsonl_file(s.input, s.ranks);
-  mmbal::orchestrate::orchestrator_options opt;
-  opt.ranks = s.ranks;
-  opt.ranks_per_node = s.ranks_per_node;
-  opt.bytes_per_token = s.bytes_per_token;
-  opt.relabel = !s.no_relabel;
-  opt.threads = s.threads;
   mmbal::orchestrate::orchestrator orch(opt);
   s.flags.apply(orch, [](const std::string& phase) { return mmbal::orchestrate::default_policy(phase); });
   mmbal::orchestrate::orchestration o;
@@ -98,11 +89,9 @@ const bool registered = mmbal::tool::register_command(30, [](CLI::App& app) -> s
       "tokens).");
   sub->add_option("--input", state->input, "workload JSONL file")->required();
   sub->add_option("--ranks", state->ranks, "data-parallel ranks D")->required();
-  sub->add_option("--ranks-per-node", state->ranks_per_node,
-                  "ranks per node C (node = rank / C) for inter-node traffic and relabeling; 0 = one node (default 0)");
-  sub->add_option("--bytes-per-token", state->bytes_per_token, "payload bytes per token (default 1)");
-  sub->add_flag("--no-relabel", state->no_relabel, "keep the partitioners' batch order (no node-wise relabeling)");
-  mmbal::tool::add_threads_option(sub, state->threads);
+  state->orchestrator.add_to(
+      sub, "ranks per node C (node = rank / C) for inter-node traffic and relabeling; 0 = one node (default 0)",
+      "payload bytes per token (default 1)");
   state->flags.add_to(sub,
                       "defaults: llm attention:alpha=1,beta=1.54e-05 + lpt; image, video tokens + lpt; audio padded + "
                       "padded (OrchMLLM 8); other modalities tokens + lpt");

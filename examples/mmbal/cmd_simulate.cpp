@@ -37,15 +37,13 @@ namespace {
 
 struct simulate_state {
   std::uint32_t ranks = 64;
-  std::uint32_t ranks_per_node = 8;
   std::uint64_t samples_per_rank = 60;
   std::uint64_t seed = 1;
   std::string family = "omni";
   std::string data_dir;
-  std::uint64_t bytes_per_token = 7168;
   double tflops = 400;
-  bool no_relabel = false;
-  unsigned threads = 0;
+  // 8 ranks per node; a bf16 hidden state of width 3584 per token.
+  mmbal::tool::orchestrator_flags orchestrator{8, 7168};
   std::string svg;
   bool json = false;
   mmbal::tool::phase_flags flags;
@@ -157,7 +155,7 @@ void write_svg(const std::string& path, const mmbal::orchestrate::orchestration&
 int run_simulate(const simulate_state& s) {
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
   if (s.samples_per_rank == 0) mmbal::detail::throw_invalid("--samples-per-rank 0: need at least one sample per rank");
-  if (s.bytes_per_token == 0) mmbal::detail::throw_invalid("--bytes-per-token 0: must be > 0");
+  const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
   if (!(s.tflops > 0)) mmbal::detail::throw_invalid("--tflops ", s.tflops, ": must be > 0");
   const mmbal::family f = mmbal::parse_family(s.family);
   if (f == mmbal::family::longctx)
@@ -168,12 +166,6 @@ int run_simulate(const simulate_state& s) {
   g.seed = s.seed;
   const mmbal::workload w = mmbal::generate(f, g, mmbal::load_length_data(mmbal::find_data_dir(s.data_dir)));
 
-  mmbal::orchestrate::orchestrator_options opt;
-  opt.ranks = s.ranks;
-  opt.ranks_per_node = s.ranks_per_node;
-  opt.bytes_per_token = s.bytes_per_token;
-  opt.relabel = !s.no_relabel;
-  opt.threads = s.threads;
   mmbal::orchestrate::orchestrator orch(opt);
   for (const auto& name : mmbal::orchestrate::orchestrator::phase_names(w))
     orch.set_policy(name, simulate_policy(name));
@@ -269,17 +261,14 @@ const bool registered = mmbal::tool::register_command(60, [](CLI::App& app) -> s
       "phase; imbalance, simulated step time (max over ranks of each phase's FLOPs at --tflops, summed over "
       "phases), speed-up and traffic per phase.");
   sub->add_option("--ranks", state->ranks, "data-parallel ranks (default 64)");
-  sub->add_option("--ranks-per-node", state->ranks_per_node, "ranks per node; 0 = one node (default 8)");
   sub->add_option("--samples-per-rank", state->samples_per_rank, "samples per rank (default 60)");
   sub->add_option("--seed", state->seed, "workload seed (default 1)");
   sub->add_option("--family", state->family, "workload family: omni, llava, internvl or audio (default omni)");
   sub->add_option("--data-dir", state->data_dir,
                   "directory with the real length files (default: $MMBAL_DATA_DIR, else the build's data/)");
-  sub->add_option("--bytes-per-token", state->bytes_per_token,
-                  "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
   sub->add_option("--tflops", state->tflops, "effective TFLOP/s per GPU for the step-time model (default 400)");
-  sub->add_flag("--no-relabel", state->no_relabel, "keep the partitioners' batch order (no node-wise relabeling)");
-  mmbal::tool::add_threads_option(sub, state->threads);
+  state->orchestrator.add_to(sub, "ranks per node; 0 = one node (default 8)",
+                             "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
   state->flags.add_to(sub,
                       "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt; image, video flops + lpt; "
                       "audio padded-attention + padded)");

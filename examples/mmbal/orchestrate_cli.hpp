@@ -86,13 +86,37 @@ inline std::string human_bytes(std::uint64_t b) {
   return out.str();
 }
 
-/// `--threads N`: `orchestrator_options::threads` (0 = hardware concurrency; the plan is the
-/// same for every value).
-inline void add_threads_option(CLI::App* sub, unsigned& threads) {
-  sub->add_option("--threads", threads,
-                  "threads that plan the phases concurrently; 0 = hardware concurrency (default 0); the plan is "
-                  "identical for every value");
-}
+/// The orchestrator settings `orchestrate` and `simulate` share, with their flags. The caller
+/// sets its own defaults before `add_to` (they differ per subcommand).
+struct orchestrator_flags {
+  std::uint32_t ranks_per_node = 0;
+  std::uint64_t bytes_per_token = 1;
+  bool no_relabel = false;
+  unsigned threads = 0;
+
+  /// Registers --ranks-per-node and --bytes-per-token (with the caller's help texts, which
+  /// name its defaults), --no-relabel and --threads.
+  void add_to(CLI::App* sub, const std::string& ranks_per_node_help, const std::string& bytes_per_token_help) {
+    sub->add_option("--ranks-per-node", ranks_per_node, ranks_per_node_help);
+    sub->add_option("--bytes-per-token", bytes_per_token, bytes_per_token_help);
+    sub->add_flag("--no-relabel", no_relabel, "keep the partitioners' batch order (no node-wise relabeling)");
+    sub->add_option("--threads", threads,
+                    "threads that plan the phases concurrently; 0 = hardware concurrency (default 0); the plan is "
+                    "identical for every value");
+  }
+
+  /// The orchestrator options for `ranks` ranks. Throws `invalid_input` for --bytes-per-token 0.
+  [[nodiscard]] orchestrate::orchestrator_options options(rank_t ranks) const {
+    if (bytes_per_token == 0) mmbal::detail::throw_invalid("--bytes-per-token 0: must be > 0");
+    orchestrate::orchestrator_options opt;
+    opt.ranks = ranks;
+    opt.ranks_per_node = ranks_per_node;
+    opt.bytes_per_token = bytes_per_token;
+    opt.relabel = !no_relabel;
+    opt.threads = threads;
+    return opt;
+  }
+};
 
 /// The per-phase fields of DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
 inline nlohmann::json phase_report_json(const orchestrate::phase_report& r) {

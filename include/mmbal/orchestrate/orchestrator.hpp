@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -145,14 +144,6 @@ namespace detail {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-[[nodiscard]] inline std::uint64_t checked_bytes(std::uint64_t tokens, std::uint64_t bytes_per_token,
-                                                 std::string_view phase, std::size_t item) {
-  if (bytes_per_token != 0 && tokens > std::numeric_limits<std::uint64_t>::max() / bytes_per_token)
-    mmbal::detail::throw_invalid("phase '", phase, "': item ", item, " has ", tokens, " tokens x ", bytes_per_token,
-                                 " bytes per token, which exceeds 2^64 - 1");
-  return tokens * bytes_per_token;
 }
 
 }  // namespace detail
@@ -331,7 +322,7 @@ class orchestrator {
     c.item_bytes.resize(e.items.size());
     for (std::size_t i = 0; i < e.items.size(); ++i) {
       const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
-      c.item_bytes[i] = detail::checked_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
+      c.item_bytes[i] = mmbal::detail::token_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
     }
     c.traffic = compare_composition(c.composed, e.forward.source, c.item_bytes, options_.ranks_per_node);
     c.fingerprint = fingerprint(c.composed, c.item_bytes);

@@ -89,6 +89,16 @@ namespace detail {
     if (s.group) return true;
   return false;
 }
+
+/// tokens × bytes_per_token; throws `invalid_input` naming the phase and the item when the
+/// product exceeds 2^64 − 1.
+[[nodiscard]] inline std::uint64_t token_bytes(std::uint64_t tokens, std::uint64_t bytes_per_token,
+                                               std::string_view phase, std::size_t item) {
+  if (bytes_per_token != 0 && tokens > UINT64_MAX / bytes_per_token)
+    throw_invalid("phase '", phase, "': item ", item, " has ", tokens, " tokens x ", bytes_per_token,
+                  " bytes per token, which exceeds 2^64 - 1");
+  return tokens * bytes_per_token;
+}
 }  // namespace detail
 
 /// The LLM phase's items into `p` (its buffers are reused; previous contents are replaced).
@@ -186,13 +196,8 @@ inline void phase_items_of(const workload& w, std::string_view phase, phase_item
 inline void phase_item_bytes(const phase_items& items, std::uint64_t bytes_per_token, std::string_view phase,
                              std::vector<std::uint64_t>& bytes) {
   bytes.resize(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const std::uint64_t tokens = items.weights[i];
-    if (bytes_per_token != 0 && tokens > UINT64_MAX / bytes_per_token)
-      detail::throw_invalid("phase '", phase, "': item ", i, " has ", tokens, " tokens x ", bytes_per_token,
-                            " bytes per token, which exceeds 2^64 - 1");
-    bytes[i] = tokens * bytes_per_token;
-  }
+  for (std::size_t i = 0; i < items.size(); ++i)
+    bytes[i] = detail::token_bytes(items.weights[i], bytes_per_token, phase, i);
 }
 
 /// `phase_item_bytes` into a new vector.
