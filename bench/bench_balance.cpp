@@ -1,4 +1,4 @@
-// Speed of the DP post-balancing partitioners (DESIGN.md §7):
+// Speed of the DP post-balancing partitioners (docs/DESIGN.md §7):
 // - LPT at n = 153,600 items into d = 2,560 bins (OrchMLLM's 2,560-GPU scale, 60 samples per
 //   rank) on the LLM lengths of generated omni workloads (family d), against, in the same
 //   run, std::sort of the same n keys and a textbook std::priority_queue LPT;

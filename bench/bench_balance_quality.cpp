@@ -1,4 +1,4 @@
-// Balance quality of every partitioner (DESIGN.md §7): max / lower bound on realistic
+// Balance quality of every partitioner (docs/DESIGN.md §7): max / lower bound on realistic
 // lengths, ≥ 16 items per bin, d ∈ {8, 64, 512, 2560}; equal-count max / equal-count lower
 // bound. Datasets: the LLM lengths of generated families (a) llava, (b) internvl, (c) audio,
 // (d) omni, and the real files: InternVL-Chat-1.2 token counts (OmniBal) and LibriSpeech

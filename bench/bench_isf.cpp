@@ -1,4 +1,4 @@
-// ISF (OmniBal Alg. 1) benchmarks, DESIGN.md §7: "ISF, 1.27 M samples, 10 iterations: ≤ 1 s".
+// ISF (OmniBal Alg. 1) benchmarks, docs/DESIGN.md §7: "ISF, 1.27 M samples, 10 iterations: ≤ 1 s".
 // Data: the shipped real InternVL-Chat-1.2 subsets (data/internvl_omnibal_lengths, 30,730
 // rows: ViT tiles, LLM tokens); the 1.27 M-sample set resamples those rows uniformly (seeded),
 // so it has the real joint distribution of (v, t) at InternVL-1.2M scale.

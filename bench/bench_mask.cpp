@@ -1,9 +1,9 @@
-// Bitfield attention mask workloads and context-parallel token distribution (DESIGN.md §7):
+// Bitfield attention mask workloads and context-parallel token distribution (docs/DESIGN.md §7):
 // - 1 M tokens, MP layout, B = 128, G = 8: per-token workloads + LPT (goal <= 2 ms), beside a
 //   memcpy of the mask's bit array and the naive per-token workload loop;
 // - max/mean per CP rank for EP, EE, MP packs at 32 K, 64 K, 128 K, G = 8, every policy
 //   (goal <= 1.01 for LPT; zigzag beside it).
-// Packs come from the realistic long-context generator (shared/WORKLOADS.md (e)).
+// Packs come from the realistic long-context generator (docs/WORKLOADS.md (e)).
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/workload/generators.hpp>
@@ -30,7 +30,7 @@ const length_data& data() {
 constexpr std::uint32_t million = 1u << 20;
 
 // The 1 M-token MP pack. Modality bits: MP documents of the long-context histogram reach
-// 256 K tokens with well over 61 spans, which per-span bits cannot represent (DESIGN.md §5.3).
+// 256 K tokens with well over 61 spans, which per-span bits cannot represent (docs/DESIGN.md §5.3).
 const bitfield_mask& big_mask() {
   static const bitfield_mask m = [] {
     const workload w = generate_pack(pack_layout::mp, million, 1, data());

@@ -1,4 +1,4 @@
-// migrate vs lpt on data whose current placement is random (DESIGN.md §7: max within 0.5 % of
+// migrate vs lpt on data whose current placement is random (docs/DESIGN.md §7: max within 0.5 % of
 // lpt's while moving <= 25 % of the bytes lpt moves). Same-run baseline: lpt from scratch.
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/migrate.hpp>

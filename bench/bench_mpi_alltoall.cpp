@@ -1,4 +1,4 @@
-// MPI plan execution vs raw MPI_Alltoallv (DESIGN.md §7: ≤ 1.3 ×). Run under mpiexec, e.g.
+// MPI plan execution vs raw MPI_Alltoallv (docs/DESIGN.md §7: ≤ 1.3 ×). Run under mpiexec, e.g.
 //   mpiexec --allow-run-as-root --oversubscribe -np 4 build/release/bench/bench_mpi_alltoall
 // Every rank runs the same fixed number of iterations; only rank 0 prints. Each iteration
 // starts with an MPI_Barrier and its time is the SLOWEST rank's (MPI_Allreduce MAX of the

@@ -1,7 +1,7 @@
-// Orchestration at OrchMLLM's scale (DESIGN.md §7): 2,560 ranks × 60 omni samples, three
+// Orchestration at OrchMLLM's scale (docs/DESIGN.md §7): 2,560 ranks × 60 omni samples, three
 // phases (image, audio, LLM), including relabeling and composition.
 //
-// Workload: WORKLOADS.md family (d) (omni), 153,600 samples dealt round-robin, seed 1. Video
+// Workload: docs/WORKLOADS.md family (d) (omni), 153,600 samples dealt round-robin, seed 1. Video
 // segments are encoded by the same ViT as images in Qwen2-VL, so they join the image phase
 // here (three phases as in OrchMLLM's MLLM-10B evaluation). Policies: the orchestrator's
 // defaults (image tokens + lpt, audio padded + padded, LLM attention + lpt), 8 ranks per

@@ -1,4 +1,4 @@
-// `mmbal balance`: balance one phase of a workload file over D ranks (DESIGN.md §6).
+// `mmbal balance`: balance one phase of a workload file over D ranks (docs/DESIGN.md §6).
 #include <mmbal/balance/micro_batches.hpp>
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -138,7 +138,7 @@ int run_balance(const balance_options& o) {
 const bool registered = mmbal::tool::register_command(20, [](CLI::App& app) -> std::function<int()> {
   auto o = std::make_shared<balance_options>();
   auto* sub = app.add_subcommand("balance", "Balance one phase of a workload over D ranks");
-  sub->add_option("--input", o->input, "Workload file (JSON Lines, DESIGN.md §6)")->required();
+  sub->add_option("--input", o->input, "Workload file (JSON Lines, docs/DESIGN.md §6)")->required();
   sub->add_option("--ranks", o->ranks, "Number of data-parallel ranks D")->required();
   sub->add_option("--ranks-per-node", o->ranks_per_node,
                   "Ranks per node C for inter-node traffic (node = rank / C); default: one node");

@@ -1,4 +1,4 @@
-// `mmbal generate`: writes a realistic workload as JSONL (DESIGN.md §6, shared/WORKLOADS.md).
+// `mmbal generate`: writes a realistic workload as JSONL (docs/DESIGN.md §6, docs/WORKLOADS.md).
 #include "tool.hpp"
 
 #include <mmbal/workload/generators.hpp>
@@ -92,7 +92,7 @@ const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> s
   auto state = std::make_shared<generate_state>();
   auto* sub = app.add_subcommand("generate",
                                  "Write a realistic workload as JSONL (one sample per line; families of "
-                                 "shared/WORKLOADS.md). Output is a deterministic function of the options.");
+                                 "docs/WORKLOADS.md). Output is a deterministic function of the options.");
   sub->add_option("--family", state->family,
                   "llava: (a) LLaVA-1.5 665K mix; internvl: (b) InternVL dynamic high-res, multi-image, video; "
                   "audio: (c) LibriSpeech ASR + audio QA; omni: (d) text/image/video/audio mix; "
@@ -127,7 +127,7 @@ const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> s
                 "audio only: stress variant, every clip U(30, 300) s cut into 30 s windows");
   sub->add_option("--doc-lengths", state->doc_lengths,
                   "longctx mp only: document lengths from the MagiAttention histogram (magi) or the heavier "
-                  "tail of WORKLOADS.md (heavy) (default magi)");
+                  "tail of docs/WORKLOADS.md (heavy) (default magi)");
   sub->add_option("--mm-doc-fraction", state->mm_doc_fraction,
                   "longctx mp only: probability that a document is multimodal; 0 gives pure-text causal "
                   "documents (default 0.5)");

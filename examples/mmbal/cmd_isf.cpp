@@ -1,4 +1,4 @@
-// `mmbal isf`: OmniBal's balanced dynamic mini-batches (ISF, DESIGN.md §5.2) for a JSONL
+// `mmbal isf`: OmniBal's balanced dynamic mini-batches (ISF, docs/DESIGN.md §5.2) for a JSONL
 // workload, with pad and dist ratios of the groups dealt to --ranks devices per step.
 #include "tool.hpp"
 

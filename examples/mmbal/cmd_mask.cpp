@@ -1,5 +1,5 @@
 // `mmbal mask`: the bitfield attention mask of one packed sequence (the file's samples are
-// its consecutive documents) and its context-parallel token distribution (DESIGN.md §5.3,
+// its consecutive documents) and its context-parallel token distribution (docs/DESIGN.md §5.3,
 // §5.4, §6; Cornstarch §4.3).
 #include "tool.hpp"
 

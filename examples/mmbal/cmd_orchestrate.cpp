@@ -1,6 +1,6 @@
 // `mmbal orchestrate`: every phase of a workload (each encoder modality and the LLM) balanced
 // by its own policy, node-wise relabeling, the composed encoder→LLM plans, and the traffic
-// with and without composition (DESIGN.md §5.5, §6; OrchMLLM §6).
+// with and without composition (docs/DESIGN.md §5.5, §6; OrchMLLM §6).
 //
 // Item bytes = token count × --bytes-per-token (default 1): LLM phase — the sample's LLM
 // tokens; encoder phase — the segment's encoder length (the encoder input); composed

@@ -1,4 +1,4 @@
-// `mmbal simulate`: the main demo (DESIGN.md §6). A realistic omni workload (WORKLOADS.md
+// `mmbal simulate`: the main demo (docs/DESIGN.md §6). A realistic omni workload (docs/WORKLOADS.md
 // family d, generated from the real length data with a fixed seed) on 64 ranks of 8 per node,
 // 60 samples per rank, planned by the orchestrator; one table per phase with imbalance before
 // and after, simulated step time and speed-up, and traffic; `--svg FILE` draws per-rank loads.

@@ -1,4 +1,4 @@
-// The `mmbal` command-line tool (DESIGN.md §6). Subcommands live in cmd_*.cpp and register
+// The `mmbal` command-line tool (docs/DESIGN.md §6). Subcommands live in cmd_*.cpp and register
 // themselves; this file parses, dispatches and maps errors to exit codes:
 // 0 success, 2 bad input or usage (the message names file, line and field), 1 anything else.
 #include "tool.hpp"

@@ -118,7 +118,7 @@ struct orchestrator_flags {
   }
 };
 
-/// The per-phase fields of DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
+/// The per-phase fields of docs/DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
 inline nlohmann::json phase_report_json(const orchestrate::phase_report& r) {
   return {{"name", r.name},
           {"items", r.items},

@@ -1,5 +1,5 @@
 #pragma once
-// Conformance kit for partitioners (DESIGN.md §5.1): every algorithm runs through the same
+// Conformance kit for partitioners (docs/DESIGN.md §5.1): every algorithm runs through the same
 // invariant checks on seeded random instances, with independent reference implementations
 // of the greedy rules and a brute-force optimum for tiny inputs.
 
@@ -234,7 +234,7 @@ inline double check_run(const assignment& a, const std::vector<length_t>& weight
 /// Reference greedy (LPT / greedy ascending), O(n·d): items ordered by (weight, id) as
 /// `descending` says, each to argmin over eligible bins of (load, bin), where the load is
 /// Σ item costs for an additive cost and value(state) otherwise. Count caps as in
-/// DESIGN.md (equal ±1, fixed cap). No groups, no capacity.
+/// docs/DESIGN.md §5.1 (equal ±1, fixed cap). No groups, no capacity.
 template <batch_cost C>
 assignment reference_greedy(const std::vector<length_t>& w, rank_t bins, const C& cost, bool descending,
                             const balance::count_cap& counts = {}) {
@@ -278,7 +278,7 @@ assignment reference_greedy(const std::vector<length_t>& w, rank_t bins, const C
   return a;
 }
 
-/// Reference tolerance rule (DESIGN.md §5.1), O(n·d): among bins with Σl ≤ min Σl + v take
+/// Reference tolerance rule (docs/DESIGN.md §5.1), O(n·d): among bins with Σl ≤ min Σl + v take
 /// the least Σl², then least Σl, then least bin index. No constraints.
 inline assignment reference_tolerance(const std::vector<length_t>& w, rank_t bins, double v) {
   const std::size_t n = w.size();

@@ -1,4 +1,4 @@
-// Bad parameters give invalid_input errors that name the offending value (DESIGN.md §5.1).
+// Bad parameters give invalid_input errors that name the offending value (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/spec.hpp>
 

@@ -1,4 +1,4 @@
-// Optimality checks against brute force and known examples (DESIGN.md §5.1).
+// Optimality checks against brute force and known examples (docs/DESIGN.md §5.1).
 
 #include "conformance.hpp"
 

@@ -59,7 +59,7 @@ TEST_CASE("predicate and dense mask equal the semantic reference", "[mask]") {
       }
 }
 
-TEST_CASE("bit patterns follow DESIGN 5.3", "[mask]") {
+TEST_CASE("bit patterns follow docs/DESIGN.md §5.3", "[mask]") {
   for (std::uint64_t seed = 0; seed < 30; ++seed)
     for (layout l : all_layouts)
       for (bit_assignment m : all_modes) {
@@ -109,7 +109,7 @@ TEST_CASE("per-token, per-block workloads and total area equal the dense mask's 
       }
 }
 
-TEST_CASE("workloads equal check.py's formula (text p + 1, span length or modality total)", "[mask]") {
+TEST_CASE("workloads equal the contract formula (text p + 1, span length or modality total)", "[mask]") {
   for (std::uint64_t seed = 0; seed < 100; ++seed)
     for (bit_assignment m : all_modes) {
       rng_engine g = make_rng(seed, 77);

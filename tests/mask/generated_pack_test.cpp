@@ -1,5 +1,5 @@
-// Masks of the realistic long-context packs (WORKLOADS.md (e)): per-token workloads equal
-// the contract's formula (shared/contract/check.py `token_workloads`), and the total area
+// Masks of the realistic long-context packs (docs/WORKLOADS.md (e)): per-token workloads equal
+// the tool contract's formula (`token_workloads` of `mmbal mask`, docs/DESIGN.md §5.3), and the total area
 // equals the reference generator's `mask_area`.
 #include "mask_reference.hpp"
 
@@ -21,7 +21,7 @@ const length_data& data() {
   return d;
 }
 
-// reference_generator.py mask_area: text attends every earlier token of its document and
+// the reference generator (docs/WORKLOADS.md) mask_area: text attends every earlier token of its document and
 // itself; a span attends itself (n²).
 std::uint64_t reference_area(const workload& w) {
   std::uint64_t area = 0;
@@ -38,7 +38,7 @@ std::uint64_t reference_area(const workload& w) {
 
 }  // namespace
 
-TEST_CASE("generated packs: token workloads follow check.py, area follows mask_area", "[mask]") {
+TEST_CASE("generated packs: token workloads follow the contract formula, area follows mask_area", "[mask]") {
   pack_options o;
   o.docs_per_refill = 2000;  // keeps the Debug/sanitizer run short; the sampler is unchanged otherwise
   const pack_layout layouts[] = {pack_layout::ep, pack_layout::ee, pack_layout::mp};

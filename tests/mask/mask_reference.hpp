@@ -1,7 +1,7 @@
 #pragma once
 // Independent references for the mask tests: random documents in the EP, EE and MP layouts
 // and the dense mask written straight from the attention semantics (Cornstarch §4.3.1,
-// WORKLOADS.md (e)), without going through bit patterns.
+// docs/WORKLOADS.md (e)), without going through bit patterns.
 
 #include <mmbal/core/rng.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -90,7 +90,7 @@ inline std::vector<std::uint8_t> reference_dense(const std::vector<token>& t, bo
   return m;
 }
 
-/// check.py's `token_workloads` formula: text at document position p attends p + 1 keys; a
+/// the contract's `token_workloads` formula (docs/DESIGN.md §6): text at document position p attends p + 1 keys; a
 /// span token attends its span's length (span bits) or its modality's total in the document.
 inline std::vector<std::uint32_t> formula_workloads(const std::vector<mmbal::sample>& samples, bool per_span) {
   std::vector<std::uint32_t> out;

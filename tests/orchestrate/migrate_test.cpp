@@ -1,4 +1,4 @@
-// The orchestrator with `migrate` in every phase against `lpt` (DESIGN.md §7 locality goal):
+// The orchestrator with `migrate` in every phase against `lpt` (docs/DESIGN.md §7 locality goal):
 // fewer bytes moved, a maximum within the requested tolerance.
 #include "orchestrate/support.hpp"
 

@@ -1,4 +1,4 @@
-// Tests of the multi-phase orchestrator (DESIGN.md §5.5): every property is recomputed here
+// Tests of the multi-phase orchestrator (docs/DESIGN.md §5.5): every property is recomputed here
 // from the workload and the returned rearrangements with simple reference code.
 #include "orchestrate/support.hpp"
 

@@ -113,7 +113,7 @@ TEST_CASE("relabeling: never worse than identity, near the brute-force optimum, 
   INFO("worst heuristic/optimum " << worst_gap << ", mean " << sum_gap / instances << ", optimal in " << at_optimum
                                   << " of " << instances);
   CHECK(sum_gap / instances <= 1.05);
-  CHECK(worst_gap <= 1.05);  // DESIGN.md §7: within 5 % of the exact optimum
+  CHECK(worst_gap <= 1.05);  // docs/DESIGN.md §7: within 5 % of the exact optimum
   WARN("relabel heuristic vs brute force: worst " << worst_gap << ", mean " << sum_gap / instances << ", optimal "
                                                   << at_optimum << "/" << instances);
 }

@@ -1,6 +1,6 @@
-// Realistic generators (shared/WORKLOADS.md): formulas against values of the normative
-// reference_generator.py, determinism, sample structure, and every family's summary
-// statistics against the table of WORKLOADS.md within stated tolerances.
+// Realistic generators (docs/WORKLOADS.md): formulas against values of the normative
+// the reference generator (docs/WORKLOADS.md), determinism, sample structure, and every family's summary
+// statistics against the table of docs/WORKLOADS.md within stated tolerances.
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/jsonl.hpp>
 #include <mmbal/workload/length_data.hpp>
@@ -29,7 +29,7 @@ const mmbal::length_data& data() {
   return d;
 }
 
-// Summary statistics computed the way reference_generator.py's `summarize` does.
+// Summary statistics computed the way the reference generator's (docs/WORKLOADS.md) `summarize` does.
 struct summary {
   double mean = 0, std = 0;
   double p10 = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
@@ -87,7 +87,7 @@ summary summarize(const mmbal::workload& w) {
     CHECK(std::abs((got) - (want)) <= (tol));                \
   } while (0)
 
-// Tolerances of the statistics tests (20,000 samples, as the WORKLOADS.md table): the mean
+// Tolerances of the statistics tests (20,000 samples, as the docs/WORKLOADS.md table): the mean
 // within 3 %, the standard deviation within 6 %, p10/p50/p90 within 5 %, p99 within 6 %
 // (a 200-sample tail), token fractions within 0.03 absolute.
 constexpr std::uint64_t stat_samples = 20000;
@@ -102,7 +102,7 @@ mmbal::workload gen(mmbal::family f, std::uint64_t seed, std::uint64_t samples =
 }
 
 // Allowed (q, k) pairs of a pack under the Cornstarch bitfield rule with one bit per span,
-// as reference_generator.py's mask_area: text attends causally to every earlier token of its
+// as the reference generator's (docs/WORKLOADS.md) mask_area: text attends causally to every earlier token of its
 // document, a modality token to its own span (a full square).
 double mask_area(const mmbal::workload& pack) {
   double area = 0, pos = 0;
@@ -120,7 +120,7 @@ double mask_area(const mmbal::workload& pack) {
 }  // namespace
 
 TEST_CASE("generators: preprocessing formulas match the reference generator", "[workload][generators]") {
-  // Values printed by reference_generator.py's internvl_tiles / qwen2vl_image_tokens / audio_item.
+  // Values printed by the reference generator's (docs/WORKLOADS.md) internvl_tiles / qwen2vl_image_tokens / audio_item.
   struct tiles_case {
     std::uint32_t w, h, max_num, tiles;
   };
@@ -355,7 +355,7 @@ TEST_CASE("generators: sample structure, ids, ranks and encoder accounting", "[w
           if (s.segments.front().modality == mmbal::text_modality && media_seen)
             REQUIRE(s.segments.front().llm_tokens <= 16);  // the default text prefix
           if (f == mmbal::family::llava) REQUIRE(s.llm_length() <= 2048);
-          if (f == mmbal::family::internvl) REQUIRE(tiles <= 32);  // WORKLOADS.md: 0 to 32 tiles
+          if (f == mmbal::family::internvl) REQUIRE(tiles <= 32);  // docs/WORKLOADS.md: 0 to 32 tiles
         }
       }
       if (f != mmbal::family::omni) break;  // the vision backend only affects omni
@@ -363,8 +363,8 @@ TEST_CASE("generators: sample structure, ids, ranks and encoder accounting", "[w
   }
 }
 
-TEST_CASE("generators: family statistics match WORKLOADS.md", "[workload][generators][stats]") {
-  // Expected values: the WORKLOADS.md table (reference generator, seed 1234, 20k samples).
+TEST_CASE("generators: family statistics match docs/WORKLOADS.md", "[workload][generators][stats]") {
+  // Expected values: the docs/WORKLOADS.md table (reference generator, seed 1234, 20k samples).
   // Two seeds each, so a port that only matches by luck on one seed is unlikely to pass.
   for (std::uint64_t seed : {1, 1234}) {
     INFO("seed " << seed);
@@ -482,8 +482,8 @@ TEST_CASE("generators: long-context packs", "[workload][generators][pack]") {
   }
 }
 
-TEST_CASE("generators: pack mask areas and document counts match WORKLOADS.md", "[workload][generators][pack]") {
-  // Expected (WORKLOADS.md (e), 200 packs): area ratio means EP 0.81, EE 0.58, MP 0.13 at
+TEST_CASE("generators: pack mask areas and document counts match docs/WORKLOADS.md", "[workload][generators][pack]") {
+  // Expected (docs/WORKLOADS.md (e), 200 packs): area ratio means EP 0.81, EE 0.58, MP 0.13 at
   // 32K with 21 docs/pack; 0.10 and 41 docs at 64K. Tolerances: ±0.04 for EP/EE (per-pack
   // standard deviation ~0.17, so ~3 standard errors over 150 packs), ±0.015 for MP, doc counts ±10 %.
   struct row {

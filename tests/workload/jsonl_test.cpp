@@ -1,4 +1,4 @@
-// JSONL workload format (DESIGN.md §6): exact output format, round trips, defaults, and every
+// JSONL workload format (docs/DESIGN.md §6): exact output format, round trips, defaults, and every
 // error case with file, line and field in the message.
 #include <mmbal/core/rng.hpp>
 #include <mmbal/workload/jsonl.hpp>
@@ -70,7 +70,7 @@ mmbal::workload random_workload(std::uint64_t seed, mmbal::rank_t ranks) {
 
 }  // namespace
 
-TEST_CASE("jsonl: the writer emits the DESIGN.md example line exactly", "[workload][jsonl]") {
+TEST_CASE("jsonl: the writer emits the docs/DESIGN.md §6 example line exactly", "[workload][jsonl]") {
   const std::string line =
       R"({"id": 17, "rank": 3, "group": 5, "segments": [["text", 120], ["image", 1196, 4784], ["text", 300], ["audio", 750, 1500]]})";
   const mmbal::workload w = read(line + "\n", 4);

@@ -19,7 +19,7 @@ mmbal::workload small_workload() {
 }
 }  // namespace
 
-TEST_CASE("phase items follow DESIGN.md section 3") {
+TEST_CASE("phase items follow docs/DESIGN.md §3") {
   const auto w = small_workload();
   const auto llm = mmbal::phase_items_of(w, "llm");
   CHECK(llm.weights == std::vector<mmbal::length_t>{264, 100, 105});

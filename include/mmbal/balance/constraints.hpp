@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Constraints a partitioner may be asked to honour (DESIGN.md §5.1), and the `partitioner`
+/// Constraints a partitioner may be asked to honour (docs/DESIGN.md §5.1), and the `partitioner`
 /// concept. A partitioner that cannot honour a requested constraint rejects it with
 /// `invalid_input` naming the constraint; none ignores one.
 

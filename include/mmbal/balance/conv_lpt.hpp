@@ -34,7 +34,7 @@ namespace mmbal::balance {
 /// - Slot order: placement order (descending length within each bin).
 /// - Constraints: `count_cap` fixed (a full batch closes in phase 2, full bins are skipped in
 ///   phase 3). Rejected: `count_cap` equal, `capacity`, `groups`.
-/// @see OrchMLLM appendix A, Alg. 5; DESIGN.md §5.1.
+/// @see OrchMLLM appendix A, Alg. 5; docs/DESIGN.md §5.1.
 struct conv_lpt {
   static constexpr const char* name = "conv";
 

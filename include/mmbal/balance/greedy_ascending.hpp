@@ -26,7 +26,7 @@ namespace mmbal::balance {
 /// - Constraints: as `lpt` (count caps skip full bins; capacity picks the least-loaded bin that
 ///   stays within the cap; groups are units of weight Σ w, ascending; `count_cap::equal` with
 ///   `groups` is rejected).
-/// @see DistTrain §6.1, Alg. 2; DESIGN.md §5.1.
+/// @see DistTrain §6.1, Alg. 2; docs/DESIGN.md §5.1.
 struct greedy_ascending {
   static constexpr const char* name = "greedy-ascending";
 

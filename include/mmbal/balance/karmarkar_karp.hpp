@@ -45,7 +45,7 @@ namespace mmbal::balance {
 /// - Constraints: `count_cap` equal (BLDM); `groups` without count caps (each group is one
 ///   unit of cost Σ c(w)). Rejected: `count_cap` fixed, `capacity`, groups with equal counts.
 /// @see Karmarkar & Karp (1982); Michiels, Korst, Aarts, van Leeuwen (2003) for the balanced
-///      k-way variant; DESIGN.md §5.1.
+///      k-way variant; docs/DESIGN.md §5.1.
 struct karmarkar_karp {
   static constexpr const char* name = "kk";
 

@@ -109,7 +109,7 @@ template <batch_cost C>
   return std::move(out).finish();
 }
 
-/// LPT without constraints for an additive cost — the hot path (DESIGN.md §7 goal: n =
+/// LPT without constraints for an additive cost — the hot path (docs/DESIGN.md §7 goal: n =
 /// 153,600 items into d = 2,560 bins in no more time than std::sort of the n keys).
 ///
 /// 1. One pass packs (w << 32 | ~id) words in reverse id order, ORs the weights (for the
@@ -213,7 +213,7 @@ template <batch_cost C>
 ///   ordered by that weight (ties by smallest member id), its members placed together in
 ///   ascending id. `count_cap::equal` together with `groups` is rejected (no greedy rule
 ///   keeps counts within ±1 for multi-item units).
-/// @see OrchMLLM §5.1, Alg. 1; DESIGN.md §5.1.
+/// @see OrchMLLM §5.1, Alg. 1; docs/DESIGN.md §5.1.
 struct lpt {
   static constexpr const char* name = "lpt";
 

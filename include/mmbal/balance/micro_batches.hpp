@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Micro-batches: splitting a global batch over d ranks × m micro-batches so that the sum over
-/// micro-batch rounds of the slowest rank, Σ_k max_r cost(r, k), is small (DESIGN.md §5.1),
+/// micro-batch rounds of the slowest rank, Σ_k max_r cost(r, k), is small (docs/DESIGN.md §5.1),
 /// and DistTrain's intra-microbatch reordering as a named helper.
 
 #include <mmbal/balance/constraints.hpp>
@@ -96,7 +96,7 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 /// - Complexity: O(n log n + d·m log(d·m)).
 /// - Slot order: LPT placement order within each (rank, micro-batch) (heaviest first).
 /// - Errors (`invalid_input`): ranks = 0, micro_batches = 0, ranks × micro_batches ≥ 2^32.
-/// @see DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
+/// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
 template <batch_cost C>
 [[nodiscard]] micro_batch_plan split_micro_batches(std::span<const length_t> weights, rank_t ranks,
@@ -144,7 +144,7 @@ template <batch_cost C>
 /// - Complexity: O(n log n + d·m log m).
 /// - Slot order: LPT placement order within each (rank, micro-batch).
 /// - Errors (`invalid_input`): micro_batches = 0, `p.bins` = 0, sizes that differ.
-/// @see DESIGN.md §5.1 `split_micro_batches(partition, m)`.
+/// @see docs/DESIGN.md §5.1 `split_micro_batches(partition, m)`.
 template <batch_cost C>
 [[nodiscard]] micro_batch_plan split_micro_batches(const partition& p, std::span<const length_t> weights,
                                                    std::uint32_t micro_batches, const C& cost) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// `migrate`: locality-aware minimal migration (DESIGN.md §5.1). Instead of re-placing every
+/// `migrate`: locality-aware minimal migration (docs/DESIGN.md §5.1). Instead of re-placing every
 /// item as `lpt` does (on a random current placement nearly every byte moves), start from
 /// where the items are, unload only the ranks above a target maximum, and move as few bytes
 /// as possible, preferring destinations on the same node.
@@ -448,7 +448,7 @@ template <class P, batch_cost C>
 /// - Errors (`invalid_input`): ε < 0 or NaN, origin of the wrong size or a rank ≥ bins, bytes of
 ///   the wrong size, a group split by the current placement, count caps, plus what `lpt`
 ///   rejects.
-/// @see DESIGN.md §5.1 and §7 (goal: within 0.5 % of lpt's max, ≤ 25 % of the bytes lpt moves);
+/// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of lpt's max, ≤ 25 % of the bytes lpt moves);
 ///      OrchMLLM §5.2 (communication volume of the rearrangement, node-wise locality).
 template <batch_cost C>
 [[nodiscard]] migrate_result migrate(const problem& p, const C& cost, const migrate_options& opts) {

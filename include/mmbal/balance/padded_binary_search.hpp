@@ -28,7 +28,7 @@ namespace mmbal::balance {
 /// batch j goes to bin j (bins past the last batch stay empty).
 ///
 /// The search runs over the IEEE-754 bit patterns of non-negative doubles between the
-/// largest single-item cost and padded_value(⌈n/d⌉, max l) (DESIGN.md's range
+/// largest single-item cost and padded_value(⌈n/d⌉, max l) (docs/DESIGN.md §5.1's range
 /// [max l, max l · ⌈n/d⌉] for `padded`), so it ends on the exact least bound for any padded
 /// cost, integral or not.
 ///
@@ -40,7 +40,7 @@ namespace mmbal::balance {
 /// - Constraints: `count_cap` fixed (a batch also closes at the cap; still optimal for
 ///   contiguous runs); `capacity` (error when the best contiguous grouping exceeds it, naming
 ///   both). Rejected: `count_cap` equal, `groups`.
-/// @see OrchMLLM §5.1, Alg. 2; DESIGN.md §5.1.
+/// @see OrchMLLM §5.1, Alg. 2; docs/DESIGN.md §5.1.
 struct padded_binary_search {
   static constexpr const char* name = "padded";
 

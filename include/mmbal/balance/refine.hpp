@@ -2,7 +2,7 @@
 /// @file
 /// `refine`: local search that lowers the maximum bin cost of any assignment — moves and
 /// pairwise swaps of items between the most loaded bin and the least loaded ones while the
-/// maximum strictly drops, never violating a constraint (DESIGN.md §5.1).
+/// maximum strictly drops, never violating a constraint (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/common.hpp>
@@ -395,7 +395,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   split across bins, or a start that already violates a count cap or the capacity.
 /// @param start   the assignment to improve (e.g. the output of `lpt`)
 /// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners)
-/// @see OrchMLLM §5.1 (objective: minimise the maximum); DESIGN.md §5.1 `refine`.
+/// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
 template <batch_cost C>
 [[nodiscard]] assignment refine(const assignment& start, std::span<const length_t> weights, const C& cost,
                                 const constraints& limits, const refine_options& opts = {}) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Algorithm specs as the `mmbal` tool and the orchestrator take them (DESIGN.md §6) and one
+/// Algorithm specs as the `mmbal` tool and the orchestrator take them (docs/DESIGN.md §6) and one
 /// dispatch entry point, `solve`, over every partitioner and every built-in cost.
 ///
 /// Specs: `lpt`, `greedy-ascending`, `padded`, `tolerance:v=<Σl units>`, `conv`, `kk`,
@@ -84,7 +84,7 @@ struct algorithm_spec {
   return "?";
 }
 
-/// Parses an algorithm spec (DESIGN.md §6). Throws `invalid_input` naming the spec on an
+/// Parses an algorithm spec (docs/DESIGN.md §6). Throws `invalid_input` naming the spec on an
 /// unknown algorithm, an unknown or malformed parameter, a negative/NaN value, or an unknown
 /// `+` suffix.
 [[nodiscard]] inline algorithm_spec parse_algorithm(std::string_view text) {

@@ -23,7 +23,7 @@ namespace mmbal::balance {
 ///
 /// The paper's comparator ("if |ΣlA − ΣlB| < v compare Σl², else Σl") is not a strict weak
 /// ordering (closeness is not transitive), so a priority queue built on it has no defined
-/// result; this is the well-defined rule of DESIGN.md §5.1. v = 0 is LPT on Σl with Σl²
+/// result; this is the well-defined rule of docs/DESIGN.md §5.1. v = 0 is LPT on Σl with Σl²
 /// breaking exact ties; v → ∞ balances Σl² alone.
 ///
 /// - Parameter: `v` (default 0), in length units; must be finite and ≥ 0.
@@ -36,7 +36,7 @@ namespace mmbal::balance {
 /// - Constraints: `count_cap` (full bins leave the window), `capacity` (bins whose cost after
 ///   adding would exceed it are skipped; the window is taken over the remaining bins),
 ///   `groups` (units of weight Σw). `count_cap::equal` with `groups` is rejected.
-/// @see OrchMLLM appendix A, Alg. 4; DESIGN.md §5.1.
+/// @see OrchMLLM appendix A, Alg. 4; docs/DESIGN.md §5.1.
 struct tolerance_lpt {
   static constexpr const char* name = "tolerance";
   double v = 0.0;

@@ -4,7 +4,7 @@
 /// are dealt to the G ranks of a CP group, by workload (LPT), zigzag, contiguously (naive
 /// ring attention) or at random.
 /// @see Cornstarch §4.3.2 (workload-balanced token distribution), §5.3 (random, ring, zigzag);
-/// DESIGN.md §5.4.
+/// docs/DESIGN.md §5.4.
 
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The concepts that policies are checked against (DESIGN.md §4). Transport concepts live in
+/// The concepts that policies are checked against (docs/DESIGN.md §4). Transport concepts live in
 /// `transport/concepts.hpp`, next to the transports.
 
 #include <mmbal/core/types.hpp>
@@ -48,7 +48,7 @@ template <batch_cost C>
   return cost.value(s);
 }
 
-/// A token distributor for context parallelism (DESIGN.md §5.4): given per-block workloads
+/// A token distributor for context parallelism (docs/DESIGN.md §5.4): given per-block workloads
 /// and a rank count, the rank of every block.
 template <class D>
 concept token_distributor = requires(const D& d, std::span<const std::uint64_t> block_workloads, rank_t ranks) {

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Vocabulary types: lengths, ids, ranks, locations, partitions and assignments
-/// (DESIGN.md §3).
+/// (docs/DESIGN.md §3).
 
 #include <mmbal/core/error.hpp>
 

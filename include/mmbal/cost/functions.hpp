@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Batch-length functions (DESIGN.md §4 table). Each is a `batch_cost` over `batch_stats`.
+/// Batch-length functions (docs/DESIGN.md §4 table). Each is a `batch_cost` over `batch_stats`.
 /// Every value is a double computed in a fixed order, so it is identical on every rank.
 /// @see OrchMLLM §5.1 eq. (1)–(2) and appendix A; LoongForge §2.1.
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Balance metrics (DESIGN.md §5.1, §7): per-bin loads recomputed from an assignment, max,
+/// Balance metrics (docs/DESIGN.md §5.1, §7): per-bin loads recomputed from an assignment, max,
 /// mean, max/mean, the lower bounds every result is reported against, traffic of a
 /// placement change, and OmniBal's pad ratio (eq. 1) and dist ratio (eq. 2).
 
@@ -90,7 +90,7 @@ template <batch_cost C>
 /// Lower bound under equal counts (every bin holds ⌊n/d⌋ or ⌈n/d⌉ items), for additive costs
 /// (for the others it bounds the sum of solo costs): the plain bound; the bin holding the
 /// largest item also holds at least ⌊n/d⌋ − 1 others, at least the smallest ones; and some bin
-/// holds ⌈n/d⌉ items, at least the ⌈n/d⌉ smallest. When d divides n this is DESIGN.md §5.1's
+/// holds ⌈n/d⌉ items, at least the ⌈n/d⌉ smallest. When d divides n this is docs/DESIGN.md §5.1's
 /// "max item + the (⌈n/d⌉ − 1) smallest"; when it does not, that formula can exceed the
 /// optimum (the largest item may sit in a bin of ⌊n/d⌋ items), so ⌊n/d⌋ is used. O(n log n).
 template <batch_cost C>

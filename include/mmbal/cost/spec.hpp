@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Cost specs as the `mmbal` tool takes them (DESIGN.md §6): `tokens`, `padded`,
+/// Cost specs as the `mmbal` tool takes them (docs/DESIGN.md §6): `tokens`, `padded`,
 /// `attention:alpha=1,beta=0.0001`, `padded-attention:alpha=..,beta=..`, `conv:lambda=..`,
 /// `fitted:x=..,y=..,z=..`, `flops:hidden=..,ffn=..,heads=..,kv_heads=..,layers=..[,causal=..,gated=..,backward=..]`.
 

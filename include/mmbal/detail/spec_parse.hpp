@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Parsing of `name:key=value,key=value` specs (cost and algorithm specs of DESIGN.md §6).
+/// Parsing of `name:key=value,key=value` specs (cost and algorithm specs of docs/DESIGN.md §6).
 
 #include <mmbal/core/error.hpp>
 

@@ -2,7 +2,7 @@
 /// @file
 /// The Bitfield Attention Mask (BAM): one `std::uint64_t` per token plus a document id, and
 /// its builders from documents in the EP, EE and MP layouts.
-/// @see Cornstarch §4.3.1 (Bitfield Attention Mask), Fig. 11 (EP, EE, MP); DESIGN.md §5.3.
+/// @see Cornstarch §4.3.1 (Bitfield Attention Mask), Fig. 11 (EP, EE, MP); docs/DESIGN.md §5.3.
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
@@ -32,7 +32,7 @@ enum class bit_assignment {
 /// The constructor also records the maximal runs of tokens with equal (bits, document), which
 /// every workload computation works on: per-token and per-block workloads cost
 /// O(runs · distinct patterns per document + T), never O(T²).
-/// @see Cornstarch §4.3.1; DESIGN.md §5.3.
+/// @see Cornstarch §4.3.1; docs/DESIGN.md §5.3.
 class bitfield_mask {
  public:
   /// A maximal run of consecutive tokens with the same bits and document.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Umbrella of the bitfield attention mask component (DESIGN.md §5.3).
+/// Umbrella of the bitfield attention mask component (docs/DESIGN.md §5.3).
 
 #include <mmbal/mask/bitfield.hpp>
 #include <mmbal/mask/block_mask.hpp>

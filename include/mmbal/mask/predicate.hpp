@@ -3,7 +3,7 @@
 /// The Bitfield Attention Mask (BAM) bit layout and its attention predicate, shared by the
 /// host code and the CUDA mask kernel (`transport/mask_kernel.cuh`). This header includes
 /// nothing but `<cstdint>`, so nvcc can compile the predicate for the device.
-/// @see Cornstarch §4.3.1 (Bitfield Attention Mask); DESIGN.md §5.3.
+/// @see Cornstarch §4.3.1 (Bitfield Attention Mask); docs/DESIGN.md §5.3.
 
 #include <cstdint>
 
@@ -38,7 +38,7 @@ inline constexpr unsigned max_modality_bits = 61;
 /// (bit 0 set) attends iff k <= q and its bits share a non-control bit with the key's; a
 /// modality query attends iff the key has exactly its bits (bidirectional within its span or
 /// modality). O(1).
-/// @see Cornstarch §4.3.1; DESIGN.md §5.3.
+/// @see Cornstarch §4.3.1; docs/DESIGN.md §5.3.
 [[nodiscard]] MMBAL_HOST_DEVICE constexpr bool bitfield_attends(std::uint64_t q, std::uint64_t k, std::uint64_t bits_q,
                                                                 std::uint64_t bits_k, std::uint32_t doc_q,
                                                                 std::uint32_t doc_k) noexcept {

@@ -3,7 +3,7 @@
 /// Workloads of a bitfield mask without materializing it: per-token workloads (the number of
 /// keys a query attends, Cornstarch's W_i = row sum of the mask), exact per-block areas, and
 /// non-empty tile counts.
-/// @see Cornstarch §4.3.2 (W_i, the row-wise sum of the attention mask); DESIGN.md §5.3.
+/// @see Cornstarch §4.3.2 (W_i, the row-wise sum of the attention mask); docs/DESIGN.md §5.3.
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/mask/bitfield.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The multi-phase orchestrator (DESIGN.md §5.5): one balancing policy per phase (every
+/// The multi-phase orchestrator (docs/DESIGN.md §5.5): one balancing policy per phase (every
 /// encoder modality and the LLM), node-wise relabeling per phase, the composed encoder→LLM
 /// plans, the plan fingerprint, and a report per phase.
 /// @see OrchMLLM §6 (MLLM Global Orchestrator), §5.2 (Node-wise All-to-All Communicator), §8.
@@ -356,7 +356,7 @@ class orchestrator {
     if (p.balanced.bins != d || p.balanced.size() != n)
       mmbal::detail::throw_runtime("phase '", name, "': the partitioner returned ", p.balanced.size(), " items on ",
                                    p.balanced.bins, " bins for ", n, " items on ", d, " ranks");
-    // Origin layout (slots in ascending item id on every rank, DESIGN.md §3), built directly:
+    // Origin layout (slots in ascending item id on every rank, docs/DESIGN.md §3), built directly:
     // `rearrangement::from_origin` would validate both sides again; the tests validate.
     rearrangement unlabeled = std::move(p.forward);  // reuse the previous plan's buffers
     unlabeled.ranks = d;

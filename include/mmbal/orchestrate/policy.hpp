@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Per-phase policies of the multi-phase orchestrator (DESIGN.md §5.5): which cost function,
+/// Per-phase policies of the multi-phase orchestrator (docs/DESIGN.md §5.5): which cost function,
 /// which partitioner and which constraints balance a phase, and the defaults that follow
 /// OrchMLLM's evaluation setup. @see OrchMLLM §6, §8 ("Input preprocessing"), §8.3.
 

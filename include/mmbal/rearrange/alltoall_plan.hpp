@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// One rank's share of a rearrangement's all-to-all (DESIGN.md §5.5): send and receive counts
+/// One rank's share of a rearrangement's all-to-all (docs/DESIGN.md §5.5): send and receive counts
 /// and displacements per peer from per-item sizes, the order in which local items are packed,
 /// and where every received item lands; plus the plan fingerprint that transports compare
 /// across ranks before exchanging anything.

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Subsequence assembly and rearrangement composition between an encoder phase and the LLM
-/// phase (DESIGN.md §5.5). Encoder-phase items are the segments of one modality; LLM-phase
+/// phase (docs/DESIGN.md §5.5). Encoder-phase items are the segments of one modality; LLM-phase
 /// items are samples. After the encoder phase ran under Π_E, every encoder output sits on
 /// its encoder rank; the LLM phase wants it on its sample's LLM rank (Π_M), inside the
 /// sample's sequence. The composed plan Π_M ∘ Π_E⁻¹ moves it there in ONE all-to-all instead

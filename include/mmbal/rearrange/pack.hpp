@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The pure reference executors of an `alltoall_plan` (DESIGN.md §5.5): `pack` gathers the
+/// The pure reference executors of an `alltoall_plan` (docs/DESIGN.md §5.5): `pack` gathers the
 /// local items from the input buffer into the send buffer, `unpack` scatters the receive
 /// buffer into the output buffer. The exchange between them (send buffer of rank p, part q →
 /// receive buffer of rank q, part p) is the transport's job; `exchange_in_process` does it for

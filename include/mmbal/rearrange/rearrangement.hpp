@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Rearrangements (DESIGN.md §5.5): for every item of one phase, the location it comes from
+/// Rearrangements (docs/DESIGN.md §5.5): for every item of one phase, the location it comes from
 /// and the location it goes to. A rearrangement is a bijection between two sets of locations
 /// (each a valid slot layout over `ranks` ranks); it carries no payload and no sizes.
 /// @see OrchMLLM §5.2.1 (the rearrangement Π executed by one all-to-all), §6 (composition).
@@ -62,7 +62,7 @@ struct layout_index {
 /// Both sides are slot layouts over the same `ranks` ranks (on every rank, slots 0..k-1 each
 /// used once; the per-rank counts of the two sides may differ — balancing changes them).
 /// Item ids index both vectors; for data-parallel phases they are the ids of the gathered
-/// global order (DESIGN.md §3). An item whose source and destination rank agree still takes
+/// global order (docs/DESIGN.md §3). An item whose source and destination rank agree still takes
 /// part in the all-to-all plan as a self send (see `alltoall_plan`).
 /// @see OrchMLLM §5.2.1, Figure 5.
 struct rearrangement {
@@ -103,7 +103,7 @@ struct rearrangement {
   }
 
   /// The rearrangement from the items' origin ranks (slots in ascending item id on every rank,
-  /// which is the rank-major gathered order of DESIGN.md §3) to `to`. O(n + ranks).
+  /// which is the rank-major gathered order of docs/DESIGN.md §3) to `to`. O(n + ranks).
   [[nodiscard]] static rearrangement from_origin(std::span<const rank_t> origin, const assignment& to) {
     if (origin.size() != to.where.size())
       detail::throw_invalid("rearrangement::from_origin: ", origin.size(), " origins but ", to.where.size(),

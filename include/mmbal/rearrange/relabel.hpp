@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Node-wise relabeling (DESIGN.md §5.5): a balancing algorithm decides which items form new
+/// Node-wise relabeling (docs/DESIGN.md §5.5): a balancing algorithm decides which items form new
 /// batch j (the destination ranks of a rearrangement); which RANK receives batch j is free —
 /// permuting batches over ranks permutes the loads and leaves balance unchanged. Choose the
 /// permutation that minimizes the maximum per-rank inter-node volume, which bounds the time of

@@ -3,7 +3,7 @@
 /// Groups of samples (dynamic mini-batches) and how balanced they are: the `grouping` type
 /// that ISF and the random-grouping baseline return, and OmniBal's pad ratio (eq. 1) and
 /// dist ratio (eq. 2) of a grouping whose groups are dealt to d ranks per step
-/// (DESIGN.md §5.2).
+/// (docs/DESIGN.md §5.2).
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/rng.hpp>

@@ -2,7 +2,7 @@
 /// @file
 /// OmniBal's Iterative Sampling and Filtering (ISF): balanced dynamic mini-batches whose
 /// vision size and LLM tokens both stay within a narrow band, so that every device of a step
-/// gets a similar ViT and LLM load (DESIGN.md §5.2). Also the paper's statistical choice of
+/// gets a similar ViT and LLM load (docs/DESIGN.md §5.2). Also the paper's statistical choice of
 /// the thresholds and a search that tunes them for a target average batch size.
 /// @see OmniBal §4.1 (Alg. 1), §5.2 ("How to get Qv and Qt"), Tables 3 and 6.
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The transport concepts (DESIGN.md §4, §5.6) and the generic operations written once on
+/// The transport concepts (docs/DESIGN.md §4, §5.6) and the generic operations written once on
 /// top of them: gathering every rank's sample metadata into one global workload, the
 /// collective plan-fingerprint check, and executing a rearrangement. The loopback, MPI and
 /// NCCL transports model these concepts; the generic code is the same for all of them.
@@ -101,7 +101,7 @@ template <reducing_transport T>
 /// Collective check that every rank holds the same plan: throws `runtime_failure` on EVERY
 /// rank (none hangs, none proceeds) if the fingerprints differ or some rank's `local_ok` is
 /// false; the message gives this rank's fingerprint and the global min and max.
-/// Cost: one all-reduce of three words. @see DESIGN.md §5.5 (plan fingerprint)
+/// Cost: one all-reduce of three words. @see docs/DESIGN.md §5.5 (plan fingerprint)
 template <reducing_transport T>
 void check_agreement(T& t, std::uint64_t fingerprint, bool local_ok = true) {
   const agreement a = reduce_agreement(t, fingerprint, local_ok);

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The loopback transport (DESIGN.md §5.6): d simulated ranks in one process.
+/// The loopback transport (docs/DESIGN.md §5.6): d simulated ranks in one process.
 ///
 /// Two ways to use it:
 /// - `run_rearrangement(r, item_sizes, inputs)`: single-threaded; executes a whole

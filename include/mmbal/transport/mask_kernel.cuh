@@ -6,7 +6,7 @@
 /// Needs nvcc and the CUDA runtime (no NCCL). The predicate is the host's
 /// (`mask/predicate.hpp`, compiled for both sides); the host reference is `dense_tile`
 /// (`mask/dense.hpp`), tested in tests/mask.
-/// @see Cornstarch §4.3.1; DESIGN.md §5.3, §5.6.
+/// @see Cornstarch §4.3.1; docs/DESIGN.md §5.3, §5.6.
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/mask/bitfield.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Per-sample metadata on the wire: a rank's samples serialized to a flat `std::uint32_t`
-/// array, and the merge of every rank's array into one global `workload` (DESIGN.md §3:
+/// array, and the merge of every rank's array into one global `workload` (docs/DESIGN.md §3:
 /// item ids are positions in the gathered, rank-major order). Transports all-gather the
 /// words (`MPI_Allgatherv` for MPI); this file is pure host code shared by all of them.
 /// @see OrchMLLM §6 (every rank plans on the same gathered metadata)

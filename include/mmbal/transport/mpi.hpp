@@ -23,7 +23,7 @@
 /// file, line and `MPI_Error_string`. Plan disagreement between ranks is caught before any
 /// payload moves by `execute` / `check_agreement` (concepts.hpp), which throw on every rank.
 /// Destroy the transport before `MPI_Finalize`.
-/// @see OrchMLLM §6 (All-to-All Batch Communicator), DESIGN.md §5.6
+/// @see OrchMLLM §6 (All-to-All Batch Communicator), docs/DESIGN.md §5.6
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>

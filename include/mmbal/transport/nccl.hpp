@@ -12,7 +12,7 @@
 /// `transport/nccl_pack.cuh` (needs nvcc). The plan arithmetic (per-peer byte counts and
 /// displacements, per-item copy lists) is the same host code the loopback and MPI
 /// transports use (`transport/plan_copies.hpp`), which is where it is tested.
-/// @see OrchMLLM §6 (All-to-All Batch Communicator), DESIGN.md §5.6
+/// @see OrchMLLM §6 (All-to-All Batch Communicator), docs/DESIGN.md §5.6
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>

@@ -6,7 +6,7 @@
 /// Needs nvcc. The copy lists (source offset, destination offset, size per item) come from
 /// `transport/plan_copies.hpp`, the host code shared with the loopback and MPI transports
 /// and tested there.
-/// @see OrchMLLM §6, DESIGN.md §5.6
+/// @see OrchMLLM §6, docs/DESIGN.md §5.6
 
 #include <mmbal/transport/nccl.hpp>
 #include <mmbal/transport/plan_copies.hpp>
@@ -88,7 +88,7 @@ inline void launch_copy_items(const std::byte* src, std::byte* dst, const detail
 /// kernel, runs the grouped exchange, and unpacks into `recv` (`plan.output_bytes`, device
 /// memory). Everything is enqueued on the transport's stream; nothing synchronizes, so the
 /// caller can overlap. Staging buffers are kept and grown between calls. Memory per rank:
-/// local payload + received payload + O(plan) (DESIGN.md §7).
+/// local payload + received payload + O(plan) (docs/DESIGN.md §7).
 class nccl_device_executor {
  public:
   explicit nccl_device_executor(nccl_transport& t, copy_kernel_config config = {}) : t_(&t), config_(config) {}

@@ -5,7 +5,7 @@
 /// (what the CUDA kernel of `nccl_pack.cuh` executes), and the per-peer regions of the
 /// unpacked input and output buffers (what the MPI derived datatypes describe, so
 /// `MPI_Alltoallw` can skip the pack copy). Pure C++: tested without MPI or a GPU.
-/// @see DESIGN.md §5.5–5.6
+/// @see docs/DESIGN.md §5.5–5.6
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>

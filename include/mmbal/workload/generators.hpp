@@ -1,11 +1,11 @@
 #pragma once
 /// @file
-/// Realistic workload generators: the families (a)–(e) of shared/WORKLOADS.md, ported from
-/// its normative `reference_generator.py` (same formulas and mixtures; the random stream is
+/// Realistic workload generators: the families (a)–(e) of docs/WORKLOADS.md, ported from
+/// its normative Python reference generator (same formulas and mixtures; the random stream is
 /// mmbal's portable one from core/rng.hpp, so the samples differ from Python's but follow the
 /// same distributions). Lengths come from the real files of `length_data.hpp`.
 ///
-/// How a generated sample becomes segments (DESIGN.md §3), the same for every family:
+/// How a generated sample becomes segments (docs/DESIGN.md §3), the same for every family:
 ///   [text: min(text, text_prefix)] [media 1] ... [media k] [text: the rest]
 /// i.e. a short prompt prefix (chat template, instruction), then every image / video /
 /// audio clip in generation order (images and videos before audio), then the rest of the
@@ -22,7 +22,7 @@
 /// - audio: Whisper encoder frames (50 per second; 1,500 per clip when padded to 30 s).
 /// Samples are dealt round-robin: sample i has id i and rank i % ranks.
 ///
-/// @see shared/WORKLOADS.md; OrchMLLM §2 (modality composition incoherence), OmniBal §3,
+/// @see docs/WORKLOADS.md; OrchMLLM §2 (modality composition incoherence), OmniBal §3,
 ///      Cornstarch §4.3 and Fig. 11 (mask layouts).
 
 #include <mmbal/core/error.hpp>
@@ -44,7 +44,7 @@
 
 namespace mmbal {
 
-/// The generator families of shared/WORKLOADS.md.
+/// The generator families of docs/WORKLOADS.md.
 enum class family {
   llava,     ///< (a) LLaVA-1.5 instruction tuning: 0/1 image of 576 tokens
   internvl,  ///< (b) InternVL dynamic high resolution, multi-image, video frames
@@ -66,7 +66,7 @@ enum class vision_backend {
   internvl,  ///< InternVL dynamic_preprocess tiles (max 12), 256 tokens / 1,025 patches per tile
 };
 
-/// Variants of family (a) (WORKLOADS.md).
+/// Variants of family (a) (docs/WORKLOADS.md).
 enum class llava_variant {
   v1_5,      ///< LLaVA-1.5 665K instruction mix: 0/1 image of 576 tokens
   anyres,    ///< LLaVA-NeXT anyres: 576·(1 + k) image tokens, k = grid tiles (2..4) of a COCO size
@@ -76,7 +76,7 @@ enum class llava_variant {
 /// Document-length distribution of MP packs.
 enum class doc_length_source {
   magiattention,  ///< the MagiAttention histogram (13.46 M real documents), log-uniform in a bin
-  heavy_tail,     ///< WORKLOADS.md's heavier tail: intervals 0–2K ... 2–4M, uniform inside
+  heavy_tail,     ///< docs/WORKLOADS.md's heavier tail: intervals 0–2K ... 2–4M, uniform inside
 };
 
 /// "v1.5" | "anyres" | "pretrain". Throws `invalid_input` otherwise.
@@ -141,11 +141,11 @@ struct pack_options {
   double mp_span_hi = 0.9;
   std::uint32_t docs_per_refill = 200000;  ///< MP: documents drawn per refill of the piece pool
   /// MP: where document lengths come from. With `mm_doc_fraction = 0` MP packs are the
-  /// pure-text `causal_document` control of WORKLOADS.md.
+  /// pure-text `causal_document` control of docs/WORKLOADS.md.
   doc_length_source doc_lengths = doc_length_source::magiattention;
 };
 
-/// Options of `generate`. Every knob has the default of shared/WORKLOADS.md.
+/// Options of `generate`. Every knob has the default of docs/WORKLOADS.md.
 struct generator_options {
   std::uint64_t samples = 0;            ///< number of samples (ignored by longctx, which makes one pack)
   rank_t ranks = 1;                     ///< samples are dealt round-robin: rank = index % ranks (> 0)
@@ -166,7 +166,7 @@ struct generator_options {
   /// (d) task weights (need not sum to 1; non-negative, not all 0), in the order text_only,
   /// image_text, multi_image_video, asr, audio_qa, image_audio, long_audio_text. Change them
   /// over steps for a curriculum drift, or raise long_audio_text / multi_image_video to 0.15
-  /// for the heavy-tail setting of WORKLOADS.md.
+  /// for the heavy-tail setting of docs/WORKLOADS.md.
   std::array<double, 7> omni_task_weights{0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.05};
   pack_layout layout = pack_layout::mp;  ///< (e) layout
   std::uint32_t pack_tokens = 65536;     ///< (e) pack length L
@@ -793,7 +793,7 @@ class pack_generator {
   return pack_generator(layout, pack_tokens, seed, data, options).next();
 }
 
-/// Generates a workload of family `f` (shared/WORKLOADS.md (a)–(e)): `options.samples`
+/// Generates a workload of family `f` (docs/WORKLOADS.md (a)–(e)): `options.samples`
 /// samples, sample i with id i on rank i % options.ranks, segments as described in the file
 /// comment. For `family::longctx` it is one pack of `options.layout` and
 /// `options.pack_tokens` (`samples` is ignored; document i is dealt to rank i % ranks).

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The JSON Lines workload format of DESIGN.md §6: one sample per line,
+/// The JSON Lines workload format of docs/DESIGN.md §6: one sample per line,
 ///
 ///     {"id": 17, "rank": 3, "group": 5, "segments": [["text", 120], ["image", 1196, 4784]]}
 ///
@@ -76,7 +76,7 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
 ///   LLM length must not exceed 2^32 - 1. Modality names are interned into
 ///   `workload::modalities` in order of first appearance ("text" is always id 0).
 /// - `id` (optional, non-negative integer): defaults to the sample's 0-based index among the
-///   non-blank lines (what DESIGN.md §6 calls "the line number"; the contract checker uses
+///   non-blank lines (what docs/DESIGN.md §6 calls "the line number"; the contract checker uses
 ///   the same 0-based index). Ids must be unique (the error names both lines).
 /// - `rank` (optional, non-negative integer): with `ranks > 0` it must be < `ranks` and
 ///   defaults to the sample index % `ranks` (round-robin). `ranks == 0` means "no rank count
@@ -88,7 +88,7 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
 ///
 /// Complexity: O(bytes + samples · log samples) (the duplicate-id check).
 /// Throws `invalid_input` naming source, line and field (see the file comment).
-/// @see DESIGN.md §6.
+/// @see docs/DESIGN.md §6.
 [[nodiscard]] inline workload read_jsonl(std::istream& in, std::string_view source_name, rank_t ranks) {
   workload w;
   std::map<std::uint64_t, std::uint64_t> line_of_id;  // ordered: no unordered iteration anywhere
@@ -187,7 +187,7 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
 /// Writes `w` as JSONL, one sample per line in order, always with `id`, `rank`, `group`
 /// (only when set) and `segments`; a segment is written as `[name, llm_tokens]` when its
 /// encoder length equals its LLM length, else as `[name, llm_tokens, encoder_len]`. Spacing
-/// follows DESIGN.md §6. `read_jsonl(write_jsonl(w))` reproduces `w` exactly when every id
+/// follows docs/DESIGN.md §6. `read_jsonl(write_jsonl(w))` reproduces `w` exactly when every id
 /// is unique and `w.modalities` lists names in order of first use (as `read_jsonl` and the
 /// generators produce them). O(total segments). Throws `invalid_input` for a segment whose
 /// modality id has no name.

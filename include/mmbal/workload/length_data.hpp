@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The real length data behind the workload generators (shared/WORKLOADS.md, `data/` of the
+/// The real length data behind the workload generators (docs/WORKLOADS.md, `data/` of the
 /// repository, sources and licences in `data/README.md`): LibriSpeech utterance durations,
 /// per-sample InternVL-Chat-1.2 statistics from OmniBal, COCO image sizes and the
 /// MagiAttention document-length histogram. Loaded once from CSV files; every parse error

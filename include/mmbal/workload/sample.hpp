@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The sample model (DESIGN.md §3): a sample is an ordered list of segments, each with a
+/// The sample model (docs/DESIGN.md §3): a sample is an ordered list of segments, each with a
 /// modality, a length in LLM tokens and an encoder length. A workload is a global batch of
 /// samples with their current ranks, plus the modality names.
 
@@ -67,7 +67,7 @@ struct workload {
   friend bool operator==(const workload&, const workload&) = default;
 };
 
-/// The items of one phase (DESIGN.md §3): for the LLM phase the samples (weight = total LLM
+/// The items of one phase (docs/DESIGN.md §3): for the LLM phase the samples (weight = total LLM
 /// tokens), for an encoder phase that modality's segments in input order (weight = encoder
 /// length). Item i came from sample `sample_of[i]`, segment `segment_of[i]` (0 for the LLM
 /// phase), and sits on rank `origin[i]`.
