@@ -36,7 +36,42 @@ struct micro_batch_plan {
   std::vector<micro_batch_location> where;  ///< per item
   std::vector<double> costs;                ///< cost of (rank r, micro-batch k) at [k · ranks + r]
 
-  [[nodiscard]] double cost(rank_t r, std::uint32_t k) const { return costs.at(std::size_t{k} * ranks + r); }
+  /// Cost of (rank r, micro-batch k). Throws `invalid_input` naming r or k when out of range,
+  /// or when `costs` does not hold ranks × micro_batches entries.
+  [[nodiscard]] double cost(rank_t r, std::uint32_t k) const {
+    if (r >= ranks) mmbal::detail::throw_invalid("micro_batch_plan: rank ", r, " >= ranks ", ranks);
+    if (k >= micro_batches)
+      mmbal::detail::throw_invalid("micro_batch_plan: micro-batch ", k, " >= micro_batches ", micro_batches);
+    if (costs.size() != std::size_t{ranks} * micro_batches)
+      mmbal::detail::throw_invalid("micro_batch_plan: ", costs.size(), " costs for ", ranks, " ranks x ", micro_batches,
+                                   " micro-batches");
+    return costs[std::size_t{k} * ranks + r];
+  }
+  /// Throws `invalid_input` unless every item's rank is < ranks, its micro-batch < micro_batches,
+  /// and the slots of every (rank, micro-batch) are exactly 0..k-1 (each item placed once),
+  /// naming the first offending item. O(n + d·m).
+  void validate() const {
+    const std::size_t batch_count = std::size_t{ranks} * micro_batches;
+    std::vector<std::uint32_t> sizes(batch_count, 0);
+    for (std::size_t i = 0; i < where.size(); ++i) {
+      const micro_batch_location& l = where[i];
+      if (l.rank >= ranks || l.micro_batch >= micro_batches)
+        mmbal::detail::throw_invalid("micro_batch_plan: item ", i, " is on rank ", l.rank, ", micro-batch ",
+                                     l.micro_batch, " outside ", ranks, " ranks x ", micro_batches, " micro-batches");
+      ++sizes[std::size_t{l.micro_batch} * ranks + l.rank];
+    }
+    std::vector<std::vector<bool>> taken(batch_count);
+    for (std::size_t b = 0; b < batch_count; ++b) taken[b].assign(sizes[b], false);
+    for (std::size_t i = 0; i < where.size(); ++i) {
+      const micro_batch_location& l = where[i];
+      const std::size_t b = std::size_t{l.micro_batch} * ranks + l.rank;
+      if (l.slot >= sizes[b] || taken[b][l.slot])
+        mmbal::detail::throw_invalid("micro_batch_plan: item ", i, " has slot ", l.slot, " in (rank ", l.rank,
+                                     ", micro-batch ", l.micro_batch, ") which is out of range or taken (it holds ",
+                                     sizes[b], " items)");
+      taken[b][l.slot] = true;
+    }
+  }
   /// Σ_k max_r cost(r, k): the step time when every micro-batch round waits for its slowest rank.
   [[nodiscard]] double sum_of_max() const {
     double total = 0;
@@ -48,12 +83,11 @@ struct micro_batch_plan {
     return total;
   }
   /// Items of every (rank, micro-batch) in slot order, at [k · ranks + r]. O(n + d·m).
+  /// Validates first (see `validate`).
   [[nodiscard]] std::vector<std::vector<item_id>> batches() const {
+    validate();
     std::vector<std::vector<item_id>> out(std::size_t{ranks} * micro_batches);
-    for (const micro_batch_location& l : where) {
-      auto& b = out[std::size_t{l.micro_batch} * ranks + l.rank];
-      b.resize(std::max<std::size_t>(b.size(), std::size_t{l.slot} + 1));
-    }
+    for (const micro_batch_location& l : where) out[std::size_t{l.micro_batch} * ranks + l.rank].emplace_back();
     for (item_id i = 0; i < where.size(); ++i)
       out[std::size_t{where[i].micro_batch} * ranks + where[i].rank][where[i].slot] = i;
     return out;

@@ -213,9 +213,11 @@ struct token_distribution {
   }
   /// The token positions rank r holds, ascending. O(tokens of r).
   [[nodiscard]] std::vector<std::uint64_t> token_indices(rank_t r) const {
+    if (r >= rank_tokens.size() || r >= rank_offsets.size())
+      mmbal::detail::throw_invalid("token_distribution: rank ", r, " >= ranks ", rank_offsets.size());
     std::vector<std::uint64_t> out;
-    out.reserve(rank_tokens.at(r));
-    for (std::uint64_t o : rank_offsets.at(r))
+    out.reserve(rank_tokens[r]);
+    for (std::uint64_t o : rank_offsets[r])
       for (std::uint64_t t = o; t < std::min(tokens, o + block); ++t) out.push_back(t);
     return out;
   }

@@ -44,11 +44,23 @@ struct partition {
   std::uint32_t bins = 0;
   std::vector<rank_t> bin_of;
 
-  /// Number of items per bin. O(n + bins).
+  /// Number of items per bin. O(n + bins). Throws `invalid_input` naming the item when an
+  /// item's bin is ≥ `bins`.
   [[nodiscard]] std::vector<std::uint32_t> bin_sizes() const {
     std::vector<std::uint32_t> sizes(bins, 0);
-    for (rank_t b : bin_of) ++sizes[b];
+    for (item_id i = 0; i < bin_of.size(); ++i) {
+      if (bin_of[i] >= bins) detail::throw_invalid("partition: item ", i, " is in bin ", bin_of[i], " >= bins ", bins);
+      ++sizes[bin_of[i]];
+    }
     return sizes;
+  }
+
+  /// Throws `invalid_input` unless every item's bin is < `bins` and the item count fits 32
+  /// bits. O(n).
+  void validate() const {
+    checked_count(bin_of.size(), "partition: item count");
+    for (item_id i = 0; i < bin_of.size(); ++i)
+      if (bin_of[i] >= bins) detail::throw_invalid("partition: item ", i, " is in bin ", bin_of[i], " >= bins ", bins);
   }
 };
 
@@ -68,27 +80,48 @@ struct assignment {
     return p;
   }
 
-  /// Items of every bin in slot order. O(n + bins).
+  /// Items of every bin in slot order. O(n + bins). Validates first (see `validate`): a rank
+  /// ≥ bins, a slot out of range or taken twice throws `invalid_input` instead of leaving a
+  /// hole or overwriting an entry.
   [[nodiscard]] std::vector<std::vector<item_id>> items_by_bin() const {
+    validate();
     std::vector<std::vector<item_id>> out(bins);
-    for (const location& l : where) {
-      if (l.rank >= bins) detail::throw_invalid("assignment: rank ", l.rank, " >= bins ", bins);
-      out[l.rank].resize(std::max<std::size_t>(out[l.rank].size(), std::size_t{l.slot} + 1));
-    }
+    for (const location& l : where) out[l.rank].emplace_back();  // sizes first (slots are 0..k-1)
     for (item_id i = 0; i < where.size(); ++i) out[where[i].rank][where[i].slot] = i;
     return out;
   }
 
   /// Builds an assignment from a partition and the order in which items were placed:
   /// within each bin, slots follow `placement_order`. O(n + bins).
+  /// Throws `invalid_input` when `placement_order` does not hold every item id of `p` exactly
+  /// once (wrong size, an id ≥ n, a duplicate — the message names it and a missing id) or an
+  /// item's bin is ≥ `p.bins`.
   [[nodiscard]] static assignment from_placement(const partition& p, std::span<const item_id> placement_order) {
-    if (placement_order.size() != p.bin_of.size())
-      detail::throw_invalid("assignment: placement order has ", placement_order.size(), " items, partition has ",
-                            p.bin_of.size());
-    assignment a{p.bins, std::vector<location>(p.bin_of.size())};
+    const std::size_t n = p.bin_of.size();
+    checked_count(n, "assignment: item count");
+    if (placement_order.size() != n)
+      detail::throw_invalid("assignment: placement order has ", placement_order.size(), " items, partition has ", n);
+    assignment a{p.bins, std::vector<location>(n)};
     std::vector<std::uint32_t> next(p.bins, 0);
-    for (item_id i : placement_order) {
-      const rank_t b = p.bin_of.at(i);
+    std::vector<bool> placed(n, false);
+    for (std::size_t k = 0; k < n; ++k) {
+      const item_id i = placement_order[k];
+      if (i >= n)
+        detail::throw_invalid("assignment: placement order entry ", k, " names item ", i, " but there are only ", n,
+                              " items");
+      if (placed[i]) {
+        // n entries with one repeated: some id in [0, n) appears nowhere in the whole order.
+        std::vector<bool> named(n, false);
+        for (item_id j : placement_order)
+          if (j < n) named[j] = true;
+        item_id missing = 0;
+        while (missing < n && named[missing]) ++missing;
+        detail::throw_invalid("assignment: placement order names item ", i, " twice (entry ", k, "); item ", missing,
+                              " is missing");
+      }
+      placed[i] = true;
+      const rank_t b = p.bin_of[i];
+      if (b >= p.bins) detail::throw_invalid("assignment: item ", i, " is in bin ", b, " >= bins ", p.bins);
       a.where[i] = location{b, next[b]++};
     }
     return a;

@@ -90,7 +90,9 @@ class bitfield_mask {
   }
   /// The runs of document `d` (index in order of appearance, < document_count()).
   [[nodiscard]] std::span<const run> document_runs(std::uint32_t d) const {
-    return std::span<const run>(runs_).subspan(doc_runs_.at(d), doc_runs_.at(d + 1) - doc_runs_[d]);
+    if (d >= document_count())
+      detail::throw_invalid("bitfield_mask: document ", d, " >= document count ", document_count());
+    return std::span<const run>(runs_).subspan(doc_runs_[d], doc_runs_[d + 1] - doc_runs_[d]);
   }
   /// First token of document `d` and one past its last token.
   [[nodiscard]] std::pair<std::uint32_t, std::uint32_t> document_range(std::uint32_t d) const {

@@ -47,10 +47,12 @@ struct block_mask {
 
   /// The kind of the pair (query block qb, key block kb). O(num_kv_blocks).
   [[nodiscard]] block_kind kind(std::uint32_t qb, std::uint32_t kb) const {
+    if (qb >= full_kv_num_blocks.size() || qb >= kv_num_blocks.size())
+      detail::throw_invalid("block_mask: query block ", qb, " >= ", kv_num_blocks.size(), " query blocks");
     const std::size_t row = std::size_t{qb} * num_kv_blocks;
-    for (std::uint32_t i = 0; i < full_kv_num_blocks.at(qb); ++i)
+    for (std::uint32_t i = 0; i < full_kv_num_blocks[qb]; ++i)
       if (full_kv_indices[row + i] == kb) return block_kind::full;
-    for (std::uint32_t i = 0; i < kv_num_blocks.at(qb); ++i)
+    for (std::uint32_t i = 0; i < kv_num_blocks[qb]; ++i)
       if (kv_indices[row + i] == kb) return block_kind::partial;
     return block_kind::empty;
   }
