@@ -8,6 +8,7 @@
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/common.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
@@ -23,10 +24,6 @@
 #include <vector>
 
 namespace mmbal::balance {
-
-// Defined in balance/spec.hpp, which is included at the end of this file: spec.hpp dispatches
-// to `migrate`, so either header may be included first (see the note at the bottom).
-struct problem;
 
 /// Options of `migrate`.
 struct migrate_options {
@@ -104,8 +101,7 @@ inline std::vector<std::size_t> choose_removals(std::span<const double> relief, 
   return fill;  // may fall short when the bin cannot be relieved enough; the caller loops
 }
 
-// The body depends on the problem type so that it compiles while `problem` is still incomplete
-// (spec.hpp including this header before defining it); it is instantiated through `migrate`.
+// Generic over the problem type (any type with `problem`'s fields); instantiated through `migrate`.
 template <class P, batch_cost C>
 [[nodiscard]] migrate_result migrate_impl(const P& p, const C& cost, const migrate_options& opts) {
   const char* name = "migrate";
@@ -456,7 +452,3 @@ template <batch_cost C>
 }
 
 }  // namespace mmbal::balance
-
-// `problem` lives in spec.hpp, which itself dispatches to `migrate`. Including it here, after
-// everything above is defined, makes this header self-sufficient in either include order.
-#include <mmbal/balance/spec.hpp>

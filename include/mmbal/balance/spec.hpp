@@ -13,6 +13,7 @@
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/migrate.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
+#include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/core/error.hpp>
@@ -29,16 +30,6 @@
 #include <variant>
 
 namespace mmbal::balance {
-
-/// One balancing problem: what every algorithm may look at.
-struct problem {
-  std::span<const length_t> weights;       ///< cost weight (length) per item
-  rank_t bins = 0;                         ///< number of bins (ranks); must be > 0
-  constraints limits{};                    ///< count cap, capacity, groups (default: none)
-  std::span<const rank_t> origin{};        ///< current rank per item (used by migrate; may be empty)
-  std::span<const std::uint64_t> bytes{};  ///< bytes per item (migrate; empty = weights as bytes)
-  rank_t ranks_per_node = 0;               ///< ranks per node; 0 = a single node
-};
 
 /// The base algorithms a spec can name.
 enum class algorithm_kind : std::uint8_t {
