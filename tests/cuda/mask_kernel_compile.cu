@@ -1,8 +1,8 @@
-// Compile-and-link check of the CUDA mask tile kernel (transport/mask_kernel.cuh). With a
+// Compile-and-link check of the CUDA mask tile kernel (device/mask_kernel.cuh). With a
 // device it compares device tiles against the host reference `dense_tile`; without one it
 // prints a visible SKIP and exits 0 (the project's machines have no GPU).
+#include <mmbal/device/mask_kernel.cuh>
 #include <mmbal/mask/dense.hpp>
-#include <mmbal/transport/mask_kernel.cuh>
 
 #include <cuda_runtime.h>
 
@@ -24,7 +24,7 @@ int main() {
   const std::uint64_t starts[] = {0, 37, 128, 256, 400};
   for (std::uint64_t q0 : starts)
     for (std::uint64_t k0 : starts) {
-      const auto device = mmbal::transport::mask_tile_on_device(mask, q0, 128, k0, 96);
+      const auto device = mmbal::device::mask_tile_on_device(mask, q0, 128, k0, 96);
       const auto host = mmbal::dense_tile(mask, q0, 128, k0, 96);
       if (device != host) {
         std::printf("FAIL: tile (%llu, %llu) differs from dense_tile\n", static_cast<unsigned long long>(q0),

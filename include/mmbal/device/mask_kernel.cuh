@@ -3,12 +3,14 @@
 /// CUDA materialization of one tile of the bitfield attention mask on the device, from the
 /// per-token bits and document ids (Cornstarch's blockwise mask instantiation: the T × T mask
 /// never exists, an attention kernel asks for the (q-block × k-block) tile it computes).
-/// Needs nvcc and the CUDA runtime (no NCCL). The predicate is the host's
+/// Needs nvcc and the CUDA runtime (no NCCL); lives in `device/`, the one place for device code
+/// that is not part of a transport. The predicate is the host's
 /// (`mask/predicate.hpp`, compiled for both sides); the host reference is `dense_tile`
 /// (`mask/dense.hpp`), tested in tests/mask.
 /// @see Cornstarch §4.3.1; docs/DESIGN.md §5.3, §5.6.
 
 #include <mmbal/core/error.hpp>
+#include <mmbal/device/cuda_check.hpp>
 #include <mmbal/mask/bitfield.hpp>
 #include <mmbal/mask/predicate.hpp>
 
@@ -19,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace mmbal::transport {
+namespace mmbal::device {
 
 /// A bitfield mask resident on the device: `tokens` entries of `bits` and `documents`.
 struct device_mask_view {
@@ -36,15 +38,6 @@ struct mask_tile_config {
 };
 
 namespace detail {
-
-/// Throws `runtime_failure` naming the call, file and line when a CUDA call fails.
-inline void mask_cuda_check(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess)
-    mmbal::detail::throw_runtime(file, ":", line, ": ", what, " failed: ", cudaGetErrorName(e), " (",
-                                 cudaGetErrorString(e), ")");
-}
-
-#define MMBAL_MASK_CUDA_CHECK(call) ::mmbal::transport::detail::mask_cuda_check((call), #call, __FILE__, __LINE__)
 
 /// out[i · cols + j] = 1 iff query q0 + i attends key k0 + j (0 past the sequence end).
 /// Grid-stride in both dimensions, so any grid covers any tile.
@@ -69,7 +62,7 @@ template <class T>
 class device_array {
  public:
   explicit device_array(std::size_t n) : n_(n) {
-    if (n > 0) MMBAL_MASK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    if (n > 0) MMBAL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
   }
   ~device_array() {
     if (p_ != nullptr) cudaFree(p_);
@@ -100,7 +93,7 @@ inline void launch_mask_tile(device_mask_view m, std::uint64_t q0, std::uint32_t
       static_cast<unsigned>(std::min<std::uint64_t>((rows + config.threads_y - 1) / config.threads_y, 65535));
   detail::mask_tile_kernel<<<dim3(gx, gy), dim3(config.threads_x, config.threads_y), 0, stream>>>(m, q0, rows, k0, cols,
                                                                                                   out);
-  MMBAL_MASK_CUDA_CHECK(cudaGetLastError());
+  MMBAL_CUDA_CHECK(cudaGetLastError());
 }
 
 /// Host convenience: uploads the mask, materializes the tile on the current device and
@@ -114,16 +107,16 @@ inline void launch_mask_tile(device_mask_view m, std::uint64_t q0, std::uint32_t
   detail::device_array<std::uint32_t> docs(mask.size());
   detail::device_array<std::uint8_t> out(std::size_t{rows} * cols);
   if (mask.size() > 0) {
-    MMBAL_MASK_CUDA_CHECK(
+    MMBAL_CUDA_CHECK(
         cudaMemcpy(bits.data(), mask.bits().data(), mask.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
-    MMBAL_MASK_CUDA_CHECK(
+    MMBAL_CUDA_CHECK(
         cudaMemcpy(docs.data(), mask.documents().data(), mask.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   }
   launch_mask_tile({bits.data(), docs.data(), mask.size()}, q0, rows, k0, cols, out.data());
   std::vector<std::uint8_t> host(out.size());
-  if (!host.empty()) MMBAL_MASK_CUDA_CHECK(cudaMemcpy(host.data(), out.data(), host.size(), cudaMemcpyDeviceToHost));
-  MMBAL_MASK_CUDA_CHECK(cudaDeviceSynchronize());
+  if (!host.empty()) MMBAL_CUDA_CHECK(cudaMemcpy(host.data(), out.data(), host.size(), cudaMemcpyDeviceToHost));
+  MMBAL_CUDA_CHECK(cudaDeviceSynchronize());
   return host;
 }
 
-}  // namespace mmbal::transport
+}  // namespace mmbal::device

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Dense materialization of a bitfield mask: the whole T × T matrix (tests, small T) or one
-/// tile of it (the host reference of the CUDA tile kernel in `transport/mask_kernel.cuh`).
+/// tile of it (the host reference of the CUDA tile kernel in `device/mask_kernel.cuh`).
 /// @see Cornstarch §4.3.1 (blockwise instantiation of the mask).
 
 #include <mmbal/core/error.hpp>

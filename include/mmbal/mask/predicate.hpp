@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// The Bitfield Attention Mask (BAM) bit layout and its attention predicate, shared by the
-/// host code and the CUDA mask kernel (`transport/mask_kernel.cuh`). This header includes
+/// host code and the CUDA mask kernel (`device/mask_kernel.cuh`). This header includes
 /// nothing but `<cstdint>`, so nvcc can compile the predicate for the device.
 /// @see Cornstarch §4.3.1 (Bitfield Attention Mask); docs/DESIGN.md §5.3.
 

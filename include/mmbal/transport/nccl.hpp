@@ -5,7 +5,8 @@
 /// `ncclGroupStart`/`ncclGroupEnd`), variable-size all-gather of metadata, a max all-reduce
 /// for the plan fingerprint check, and host-buffer convenience paths that stage through the
 /// device. Every CUDA and NCCL call is checked; failures throw `mmbal::runtime_failure`
-/// whose message names the call, the file and the line.
+/// whose message names the call, the file and the line (`MMBAL_CUDA_CHECK` from
+/// `device/cuda_check.hpp`, `MMBAL_NCCL_CHECK` here).
 ///
 /// This header is host C++ (compiles with g++ against the CUDA runtime headers). The CUDA
 /// kernels that pack and unpack variable-size items on the device are in
@@ -16,6 +17,7 @@
 
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/device/cuda_check.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/pack.hpp>
 #include <mmbal/transport/concepts.hpp>
@@ -33,24 +35,12 @@
 namespace mmbal::transport {
 namespace detail {
 
-[[noreturn]] inline void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
-  mmbal::detail::throw_runtime(file, ":", line, ": ", call, " failed: ", cudaGetErrorName(e), ": ",
-                               cudaGetErrorString(e));
-}
 [[noreturn]] inline void throw_nccl(ncclResult_t e, const char* call, const char* file, int line) {
   mmbal::detail::throw_runtime(file, ":", line, ": ", call, " failed: ", ncclGetErrorString(e), " (", int{e}, ")");
 }
 
 }  // namespace detail
 }  // namespace mmbal::transport
-
-/// Checks a CUDA runtime call; throws `mmbal::runtime_failure` naming the call, file and line.
-#define MMBAL_CUDA_CHECK(call)                                                               \
-  do {                                                                                       \
-    const cudaError_t mmbal_cuda_status_ = (call);                                           \
-    if (mmbal_cuda_status_ != cudaSuccess)                                                   \
-      ::mmbal::transport::detail::throw_cuda(mmbal_cuda_status_, #call, __FILE__, __LINE__); \
-  } while (0)
 
 /// Checks an NCCL call; throws `mmbal::runtime_failure` naming the call, file and line.
 #define MMBAL_NCCL_CHECK(call)                                                               \
