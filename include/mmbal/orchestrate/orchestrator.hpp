@@ -128,7 +128,7 @@ struct orchestration {
   [[nodiscard]] const phase_plan& phase(std::string_view name) const {
     for (const phase_plan& p : phases)
       if (p.name == name) return p;
-    detail::throw_invalid("orchestration: no phase '", name, "'");
+    mmbal::detail::throw_invalid("orchestration: no phase '", name, "'");
   }
   /// The LLM phase (always present).
   [[nodiscard]] const phase_plan& llm() const { return phases.back(); }
@@ -349,7 +349,15 @@ class orchestrator {
     prob.bytes = p.item_bytes;
     prob.ranks_per_node = options_.ranks_per_node;
     try {
-      p.balanced = balance::solve(p.policy.algorithm, p.policy.cost, prob);
+      if (p.policy.partitioner) {
+        p.balanced = (*p.policy.partitioner)(prob.weights, prob.bins, p.policy.cost, prob.limits);
+        if (p.balanced.bins != d || p.balanced.size() != n)
+          mmbal::detail::throw_invalid("the partitioner returned ", p.balanced.size(), " items on ", p.balanced.bins,
+                                       " bins for ", n, " items on ", d, " ranks");
+        p.balanced.validate();  // a user's partitioner is checked, the built-in ones are tested
+      } else {
+        p.balanced = balance::solve(p.policy.algorithm, p.policy.cost, prob);
+      }
     } catch (const invalid_input& e) {
       mmbal::detail::throw_invalid("phase '", name, "' (", describe(p.policy), "): ", e.what());
     }
@@ -382,7 +390,7 @@ class orchestrator {
     phase_report& r = p.report;
     r.name = name;
     r.cost = cost::to_spec(p.policy.cost);
-    r.algorithm = balance::to_spec(p.policy.algorithm);
+    r.algorithm = algorithm_label(p.policy);
     r.items = n;
     std::vector<rank_t> final_ranks(n);
     for (std::size_t i = 0; i < n; ++i) final_ranks[i] = p.forward.destination[i].rank;

@@ -1,0 +1,29 @@
+// compile-fail: padded_cost
+// An otherwise complete cost without padded_value(count, max), given to the padded search. Without
+// MMBAL_COMPILE_FAIL_CONTROL the member is missing and the call below must be rejected naming the concept; with it the
+// same file compiles (the control).
+#include <mmbal/balance/karmarkar_karp.hpp>
+#include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
+#include <mmbal/core/concepts.hpp>
+
+#include <vector>
+
+#ifdef MMBAL_COMPILE_FAIL_CONTROL
+#define MMBAL_MEMBER(...) __VA_ARGS__
+#else
+#define MMBAL_MEMBER(...)
+#endif
+
+struct user_cost {
+  using state = double;
+  [[nodiscard]] state empty() const { return {}; }
+  [[nodiscard]] state add(state s, mmbal::length_t l) const { return s + l; }
+  [[nodiscard]] double value(state s) const { return s; }
+  MMBAL_MEMBER([[nodiscard]] double padded_value(std::uint64_t n, mmbal::length_t m) const { return double(n) * m; })
+};
+
+int main() {
+  const std::vector<mmbal::length_t> w{3, 1, 2};
+  (void)mmbal::balance::padded_binary_search{}(w, 2, user_cost{});
+}
