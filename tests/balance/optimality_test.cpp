@@ -125,20 +125,32 @@ TEST_CASE("optimality: Karmarkar-Karp on the classic examples", "[balance][optim
   CHECK(test::brute_force_optimum(std::vector<length_t>{5, 5, 4, 4, 3, 3, 3}, 3, cost::tokens{}) == 9.0);
 }
 
-TEST_CASE("optimality: KK never worse than LPT on two-way random instances", "[balance][optimality][kk]") {
-  // For d = 2 largest differencing dominates LPT on average and almost always per instance;
-  // check the aggregate and that it is never worse than the optimum.
+TEST_CASE("optimality: two-way KK within 7/6 of the optimum, exact up to 4 items, and on aggregate ahead of LPT",
+          "[balance][optimality][kk]") {
+  // Two-way largest differencing: the larger side is at most 7/6 of the optimum (Fischetti and
+  // Martello, 1987) and optimal for n <= 4 (the last difference then decides between every
+  // partition that the first difference allows). LPT is optimal for n <= 3. Per instance KK can
+  // lose to LPT; on these 400 instances its total excess over the optimum is smaller.
   double kk_total = 0, lpt_total = 0;
-  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+  std::size_t kk_worse = 0;
+  for (std::uint64_t seed = 0; seed < 400; ++seed) {
     rng_engine g = make_rng(seed, 0xcc);
     std::vector<length_t> w(2 + uniform_below(g, 9));
     for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, 1000));
     const double opt = test::brute_force_optimum(w, 2, cost::tokens{});
-    const double kk = max_load(karmarkar_karp{}(w, 2, cost::tokens{}), w, cost::tokens{});
+    const assignment a = karmarkar_karp{}(w, 2, cost::tokens{});
+    REQUIRE_NOTHROW(a.validate());
+    const double kk = max_load(a, w, cost::tokens{});
     const double l = max_load(lpt{}(w, 2, cost::tokens{}), w, cost::tokens{});
-    CHECK(kk >= opt);
+    INFO("seed " << seed << ", n " << w.size());
+    CHECK(kk * 6 <= opt * 7);
+    if (w.size() <= 4) CHECK(kk == opt);
+    if (w.size() <= 3) CHECK(l == opt);
     kk_total += kk - opt;
     lpt_total += l - opt;
+    kk_worse += kk > l;
   }
-  CHECK(kk_total <= lpt_total);
+  INFO("KK worse than LPT on " << kk_worse << " of 400 instances");
+  CHECK(kk_total < lpt_total);
+  CHECK(kk_worse < 400 / 4);
 }

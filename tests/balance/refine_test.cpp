@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <span>
 #include <vector>
 
 using namespace mmbal;
@@ -258,14 +260,25 @@ TEST_CASE("refine: groups move as one unit") {
   CHECK(max_load(ungrouped, w, cost::tokens{}) == 8.0);
 }
 
-TEST_CASE("refine: deterministic and independent of the weight container") {
+TEST_CASE("refine: independent of where the weights live, and a fixed point of itself") {
   auto g = make_rng(99, 15);
   const auto w = random_weights(g, 500, 3000);
   const assignment start = random_assignment(g, w.size(), 13);
-  const assignment a = refine(start, w, cost::tokens{}, constraints{});
-  const assignment b = refine(start, std::span<const length_t>(w.data(), w.size()), cost::tokens{}, constraints{});
+  // Enough passes that the search stops because no step improves, not because of the budget
+  // (13 bins: every partner is tried).
+  const balance::refine_options unbounded{1000, 256};
+  const assignment a = refine(start, w, cost::tokens{}, constraints{}, unbounded);
+  // The same values at another address, framed by huge sentinels: reading past the span or
+  // ordering by address would change the result.
+  std::vector<length_t> framed(w.size() + 2, std::numeric_limits<length_t>::max());
+  std::copy(w.begin(), w.end(), framed.begin() + 1);
+  const assignment b =
+      refine(start, std::span<const length_t>(framed).subspan(1, w.size()), cost::tokens{}, constraints{}, unbounded);
   CHECK(a == b);
-  CHECK(refine(a, w, cost::tokens{}, constraints{}) == refine(a, w, cost::tokens{}, constraints{}));
+  // A local optimum: no move or swap lowers the maximum, so refining it again changes nothing
+  // (not even the slot order). Fails if the search stops early or moves items gratuitously.
+  REQUIRE(max_load(a, w, cost::tokens{}) < max_load(start, w, cost::tokens{}));
+  CHECK(refine(a, w, cost::tokens{}, constraints{}, unbounded) == a);
 }
 
 TEST_CASE("refine: brute-force comparison on small instances") {

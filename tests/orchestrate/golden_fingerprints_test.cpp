@@ -1,0 +1,150 @@
+// Determinism across processes, builds and machines (docs/DESIGN.md §3): fingerprints of plans
+// on fixed, seeded workloads are checked in below. Two runs in one process agreeing proves
+// little (they share every accident of the process); a table written by another process, on
+// another day, catches an unordered iteration, an address-dependent tie-break or an
+// uninitialised read the moment it changes a plan. A deliberate change of any plan (a better
+// algorithm, a new tie-break) changes a row here, visibly, in the same commit.
+//
+// Regenerating the table: run the test with MMBAL_PRINT_GOLDEN=1 set, e.g.
+//   MMBAL_PRINT_GOLDEN=1 build/h/tests/test_orchestrate "[golden]"
+// It prints the two tables as C++ rows (and checks nothing); paste them over the rows below
+// and say in the commit which plans changed and why. The rows below were generated on the
+// design branch and, unchanged, by the same file compiled against the headers of commit
+// cf7e16c (before the design work): identical.
+#include "support.hpp"
+
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/core/rng.hpp>
+#include <mmbal/cost/spec.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/workload/generators.hpp>
+#include <mmbal/workload/length_data.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool printing() {
+  const char* v = std::getenv("MMBAL_PRINT_GOLDEN");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+mmbal::workload golden_workload(mmbal::family f, std::uint64_t samples, mmbal::rank_t ranks, std::uint64_t seed) {
+  mmbal::generator_options o;
+  o.samples = samples;
+  o.ranks = ranks;
+  o.seed = seed;
+  return mmbal::generate(f, o, mmbal::default_length_data());
+}
+
+// Order-dependent hash of an assignment: bins, size, then (rank, slot) of every item.
+std::uint64_t assignment_hash(const mmbal::assignment& a) {
+  std::uint64_t h = mmbal::splitmix64(a.bins);
+  h = mmbal::splitmix64(h ^ a.size());
+  for (const mmbal::location& l : a.where) h = mmbal::splitmix64(h ^ ((std::uint64_t{l.rank} << 32) | l.slot));
+  return h;
+}
+
+struct balance_row {
+  const char* phase;      // "llm" or a modality
+  const char* cost;       // cost spec
+  const char* algorithm;  // algorithm spec
+  std::uint64_t expected;
+};
+
+struct orchestrate_row {
+  const char* family;
+  std::uint32_t ranks;
+  std::uint32_t ranks_per_node;
+  const char* llm_algorithm;  // algorithm spec of the llm phase ("" = default)
+  std::uint64_t expected;
+};
+
+mmbal::family family_of(const std::string& name) {
+  if (name == "omni") return mmbal::family::omni;
+  if (name == "internvl") return mmbal::family::internvl;
+  if (name == "audio") return mmbal::family::audio;
+  return mmbal::family::llava;
+}
+
+}  // namespace
+
+TEST_CASE("golden: balance results on a fixed omni workload", "[orchestrate][golden]") {
+  // 1,200 omni samples on 24 ranks, seed 2026; rows cover every algorithm and cost family.
+  const mmbal::workload w = golden_workload(mmbal::family::omni, 1200, 24, 2026);
+  const balance_row rows[] = {
+      {"llm", "tokens", "lpt", 0x24bc502fb3376fb1ull},
+      {"llm", "attention:alpha=1,beta=1.54e-05", "lpt", 0x34796f70b9c87dfcull},
+      {"llm", "tokens", "greedy-ascending", 0xf15874db6868543aull},
+      {"llm", "tokens", "kk", 0x020755e0e733b450ull},
+      {"llm", "tokens", "lpt+refine", 0x5e1bbc69d2e5ec97ull},
+      {"llm", "attention:alpha=1,beta=1.54e-05", "tolerance:v=500", 0x9b76d2962d24fd39ull},
+      {"llm", "tokens", "migrate:eps=0.001", 0x4f0826e33d309deaull},
+      {"llm", "conv:lambda=0.0001", "conv", 0xcee5227116aa3a67ull},
+      {"audio", "padded", "padded", 0xd090e4f376e6a37bull},
+      {"image", "tokens", "lpt+refine", 0x9e23c1207e6e8458ull},
+  };
+  const bool print = printing();
+  if (print) std::printf("  const balance_row rows[] = {\n");
+  for (const balance_row& row : rows) {
+    const mmbal::phase_items items = mmbal::phase_items_of(w, row.phase);
+    mmbal::balance::problem p{items.weights, 24};
+    p.origin = items.origin;
+    const mmbal::assignment a =
+        mmbal::balance::solve(mmbal::balance::parse_algorithm(row.algorithm), mmbal::cost::parse_cost(row.cost), p);
+    REQUIRE_NOTHROW(a.validate());
+    const std::uint64_t h = assignment_hash(a);
+    if (print) {
+      std::printf("      {\"%s\", \"%s\", \"%s\", 0x%016llxull},\n", row.phase, row.cost, row.algorithm,
+                  static_cast<unsigned long long>(h));
+      continue;
+    }
+    INFO(row.phase << " / " << row.cost << " / " << row.algorithm);
+    CHECK(h == row.expected);
+  }
+  if (print) std::printf("  };\n");
+}
+
+TEST_CASE("golden: orchestrator plan fingerprints on fixed workloads", "[orchestrate][golden]") {
+  const orchestrate_row rows[] = {
+      // clang-format off
+      {"omni", 64, 8, "", 0x9b08045c05ae4f94ull},
+      {"omni", 64, 8, "migrate:eps=0.001", 0x3b89bb4d4ef9c3aaull},
+      {"omni", 48, 0, "lpt+refine", 0x7d7fab03fc0548d4ull},
+      {"internvl", 32, 4, "", 0x02515e6382ee6222ull},
+      {"audio", 16, 8, "kk", 0xad61762b173e312aull},
+      {"llava", 40, 8, "", 0xacf7ee55147ab81eull},
+      // clang-format on
+  };
+  const bool print = printing();
+  if (print) std::printf("  const orchestrate_row rows[] = {\n");
+  for (const orchestrate_row& row : rows) {
+    const mmbal::workload w = golden_workload(family_of(row.family), std::uint64_t{row.ranks} * 20, row.ranks, 7);
+    mmbal::orchestrate::orchestrator_options o;
+    o.ranks = row.ranks;
+    o.ranks_per_node = row.ranks_per_node;
+    o.bytes_per_token = 2;
+    o.threads = 1;
+    mmbal::orchestrate::orchestrator orch(o);
+    orch.set_policy("llm", mmbal::orchestrate::policy_from_specs("llm", "", row.llm_algorithm));
+    const mmbal::orchestrate::orchestration plan = orch.plan(w);
+    const std::uint64_t f = mmbal::orchestrate::orchestrator::plan_fingerprint(plan);
+    REQUIRE(f == plan.fingerprint);
+    if (print) {
+      std::printf("      {\"%s\", %u, %u, \"%s\", 0x%016llxull},\n", row.family, row.ranks, row.ranks_per_node,
+                  row.llm_algorithm, static_cast<unsigned long long>(f));
+      continue;
+    }
+    INFO(row.family << " on " << row.ranks << " ranks, llm algorithm '" << row.llm_algorithm << "'");
+    CHECK(f == row.expected);
+  }
+  if (print) std::printf("  };\n");
+}
