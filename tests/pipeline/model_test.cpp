@@ -9,12 +9,12 @@
 #include <vector>
 
 using namespace mmbal::pipeline;
-using mmbal::pipeline::module;
+using mmbal::pipeline::pipeline_module;
 
 namespace {
 
-module make(std::string phase, double share, bool trainable, mmbal::cost::any_cost c = mmbal::cost::tokens{}) {
-  module m;
+pipeline_module make(std::string phase, double share, bool trainable, mmbal::cost::any_cost c = mmbal::cost::tokens{}) {
+  pipeline_module m;
   m.name = phase;
   m.kind = phase == "llm" ? module_kind::llm : module_kind::encoder;
   m.phase = std::move(phase);

@@ -31,7 +31,7 @@ enum class module_kind : std::uint8_t {
 /// One module on a stage. Its forward time for a micro-batch is `share` × `cost` of the
 /// micro-batch's items of `phase` ("llm": one item per sample, its LLM length; a modality name:
 /// that modality's segments, their encoder lengths; a modality the workload lacks: no items).
-struct module {
+struct pipeline_module {
   std::string name;
   module_kind kind = module_kind::llm;
   std::string phase = "llm";
@@ -42,7 +42,7 @@ struct module {
 
 /// The modules of one stage, in forward order.
 struct stage_model {
-  std::vector<module> modules;
+  std::vector<pipeline_module> modules;
 };
 
 /// A pipeline: stages in forward order and whether activations are recomputed.
@@ -72,7 +72,7 @@ inline void validate(const pipeline_model& model) {
   std::vector<std::vector<double>> out(model.stages.size());
   bool trainable_before = false;
   for (std::size_t s = 0; s < model.stages.size(); ++s)
-    for (const module& mod : model.stages[s].modules) {
+    for (const pipeline_module& mod : model.stages[s].modules) {
       double f = mod.trainable ? 2.0 : trainable_before ? 1.0 : 0.0;
       if (model.recompute && f > 0) f += 1.0;
       out[s].push_back(f);
@@ -131,7 +131,7 @@ inline double phase_cost(const cost::any_cost& c, const workload& w, std::span<c
                                      w.samples.size());
     for (std::uint32_t s = 0; s < p; ++s)
       for (std::size_t k = 0; k < model.stages[s].modules.size(); ++k) {
-        const module& mod = model.stages[s].modules[k];
+        const pipeline_module& mod = model.stages[s].modules[k];
         const double f = mod.share * detail::phase_cost(mod.cost, w, micro_batches[j], mod.phase);
         t.forward_at(s, j) += f;
         t.backward_at(s, j) += f * factors[s][k];
