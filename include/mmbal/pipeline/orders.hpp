@@ -131,9 +131,10 @@ struct positioned_times {
 
 /// Options of `search_order`.
 struct search_options {
-  /// Simulations allowed (the search is deterministic: a budget of simulations, not of time).
-  /// Default: 4,000 (≈ 20 ms at p = 8, m = 64 on one core).
-  std::uint64_t max_evaluations = 4000;
+  /// Simulations allowed (the search is deterministic: a budget of simulations, not of
+  /// time). 0 (default): as many as 2^22 simulated operations allow, at least 256 — 4,096 at
+  /// p = 8, m = 64 (≈ 35 ms on one core), more for smaller pipelines.
+  std::uint64_t max_evaluations = 0;
   std::uint64_t seed = 0;  ///< seeds the perturbations of the iterated local search
 };
 
@@ -153,7 +154,7 @@ struct search_result {
 ///    search again, until `max_evaluations` simulations have run.
 /// - Guarantee: the result is never worse than any order in `starts` (it starts at their best
 ///   and only keeps improvements).
-/// - Complexity: O(max_evaluations · p·m·v) time, O(p·m·v) memory allocated once.
+/// - Complexity: O(max_evaluations · p·m·v) time (default: O(2^22)), O(p·m·v) memory.
 /// - Errors: as `simulate`; `starts` empty or with an invalid order.
 [[nodiscard]] inline search_result search_order(const stage_times& t,
                                                 std::span<const std::vector<std::uint32_t>> starts,
@@ -176,7 +177,12 @@ struct search_result {
   rng_engine g = make_rng(options.seed, 11);
   std::vector<std::uint32_t> cur = r.order, cand;
   double cur_ms = r.makespan;
-  const auto budget_left = [&] { return r.evaluations < options.max_evaluations; };
+  const std::uint64_t ops_per_simulation =
+      std::uint64_t{2} * t.stages * m * (sched.kind == schedule_kind::interleaved ? sched.chunks : 1);
+  const std::uint64_t budget = options.max_evaluations > 0
+                                   ? options.max_evaluations
+                                   : std::max<std::uint64_t>(256, (std::uint64_t{1} << 22) / ops_per_simulation);
+  const auto budget_left = [&] { return r.evaluations < budget; };
   auto improves = [&](double ms, double ref) { return ms < ref - 1e-12 * std::max(1.0, std::abs(ref)); };
   auto try_candidate = [&]() -> bool {
     const double ms =
