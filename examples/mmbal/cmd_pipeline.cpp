@@ -339,7 +339,7 @@ const bool registered = mmbal::tool::register_command(65, [](CLI::App& app) -> s
   sub->add_option("--schedule", o->schedule, "1f1b, interleaved:V or gpipe")->capture_default_str();
   sub->add_option("--hop", o->hop, "Communication time per stage hop (seconds)")->capture_default_str();
   sub->add_option("--max-evaluations", o->max_evaluations,
-                  "Simulations the search may run (0: as many as 2^22 simulated operations allow)")
+                  "Simulations the search may run (0: as many as 3*2^21 simulated operations allow)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the search's perturbations")->capture_default_str();
   sub->add_option("--svg", o->svg, "Write the schedule before (identity) and after (chosen order) as SVG");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -304,4 +305,35 @@ TEST_CASE("bad input is rejected with the offending entry") {
   CHECK_THROWS_AS(parse_schedule("interleaved:0"), mmbal::invalid_input);
   CHECK_THROWS_AS(parse_schedule("interleaved:x"), mmbal::invalid_input);
   CHECK_THROWS_AS(parse_schedule("zb"), mmbal::invalid_input);
+}
+
+TEST_CASE("simulate_suffix equals a full simulation for every first changed position") {
+  auto g = mmbal::make_rng(17);
+  for (int trial = 0; trial < 150; ++trial) {
+    const auto p = static_cast<std::uint32_t>(mmbal::uniform_int(g, 1, 6));
+    const auto m = static_cast<std::uint32_t>(mmbal::uniform_int(g, 1, 14));
+    const stage_times t = random_times(g, p, m);
+    const double hop = trial % 2 ? 0.0 : 0.2;
+    for (const schedule s : {schedule{}, schedule{schedule_kind::gpipe, 1}, schedule{schedule_kind::interleaved, 2}}) {
+      std::vector<std::uint32_t> base = identity_order(m);
+      mmbal::shuffle(std::span<std::uint32_t>(base), g);
+      simulation_workspace ws;
+      simulate_unchecked(t, base, s, hop, ws, nullptr, std::numeric_limits<double>::infinity());
+      keep_as_base(ws);
+      // several candidates in a row against the same base, as the search evaluates them
+      for (int c = 0; c < 6; ++c) {
+        const auto i = static_cast<std::uint32_t>(mmbal::uniform_below(g, m));
+        std::vector<std::uint32_t> cand = base;
+        std::shuffle(cand.begin() + i, cand.end(), g);
+        INFO("trial " << trial << " " << to_spec(s) << " p " << p << " m " << m << " i " << i);
+        const double give_up = c % 3 == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+        const double inc = simulate_suffix(t, cand, s, hop, ws, i, give_up);
+        if (give_up == 0.0) {
+          CHECK(inc == std::numeric_limits<double>::infinity());
+          continue;
+        }
+        CHECK(inc == simulate(t, cand, s, hop));
+      }
+    }
+  }
 }

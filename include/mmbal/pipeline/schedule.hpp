@@ -148,7 +148,14 @@ class simulation_workspace {
   template <class Times>
   friend double simulate_unchecked(const Times&, std::span<const std::uint32_t>, const schedule&, double,
                                    simulation_workspace&, std::vector<operation>*, double);
+  template <class Times>
+  friend double simulate_suffix(const Times&, std::span<const std::uint32_t>, const schedule&, double,
+                                simulation_workspace&, std::uint32_t, double);
   friend std::size_t operations_per_stage(const simulation_workspace&);
+  friend void keep_as_base(simulation_workspace&);
+  template <class Times>
+  static double run(const Times&, std::span<const std::uint32_t>, const schedule&, double, simulation_workspace&,
+                    std::vector<operation>*, double, std::size_t);
 
   void prepare(std::uint32_t p, std::uint32_t m, const schedule& s) {
     const std::uint32_t v = s.kind == schedule_kind::interleaved ? s.chunks : 1;
@@ -161,6 +168,7 @@ class simulation_workspace {
     backward_end_.assign(ends, -1.0);
     cursor_.assign(p, 0);
     free_at_.assign(p, 0.0);
+    valid_upto_ = 0;
   }
 
   // Each stage's operations in the order it runs them (2·m·v per stage).
@@ -209,6 +217,11 @@ class simulation_workspace {
   std::vector<double> forward_end_, backward_end_;  // [virtual stage · m + position], −1 = not yet
   std::vector<std::size_t> cursor_;
   std::vector<double> free_at_;
+  // The base of `simulate_suffix`: end times of a completed simulation (`keep_as_base`), and
+  // how many leading positions of the working arrays still equal it.
+  std::vector<double> base_forward_end_, base_backward_end_;
+  bool has_base_ = false;
+  std::uint32_t valid_upto_ = 0;
 };
 
 /// The simulation core without argument checks (`times` valid, `order` a permutation of
@@ -218,8 +231,17 @@ class simulation_workspace {
 template <class Times>
 double simulate_unchecked(const Times& t, std::span<const std::uint32_t> order, const schedule& sched, double hop,
                           simulation_workspace& ws, std::vector<operation>* ops, double give_up_above) {
+  ws.prepare(t.stages, t.micro_batches, sched);
+  if (ops) ops->clear();
+  return simulation_workspace::run(t, order, sched, hop, ws, ops, give_up_above, 0);
+}
+
+// The sweeps from the workspace's cursors (`done` operations already fixed).
+template <class Times>
+double simulation_workspace::run(const Times& t, std::span<const std::uint32_t> order, const schedule& sched,
+                                 double hop, simulation_workspace& ws, std::vector<operation>* ops,
+                                 double give_up_above, std::size_t done) {
   const std::uint32_t p = t.stages, m = t.micro_batches;
-  ws.prepare(p, m, sched);
   const std::uint32_t v = ws.v_;
   const std::uint32_t last = p * v - 1;  // the last virtual stage
   const std::size_t per = std::size_t{2} * m * v;
@@ -227,8 +249,6 @@ double simulate_unchecked(const Times& t, std::span<const std::uint32_t> order, 
   const double link = p > 1 ? hop : 0.0;  // no hop when one stage holds every chunk
   double* fend = ws.forward_end_.data();
   double* bend = ws.backward_end_.data();
-  if (ops) ops->clear();
-  std::size_t done = 0;
   const std::size_t total = std::size_t{p} * per;
   // Sweep the stages down and up, advancing each as far as its dependencies allow: forwards
   // depend on the stage before (done earlier in a down sweep), backwards on the stage after
@@ -282,6 +302,69 @@ double simulate_unchecked(const Times& t, std::span<const std::uint32_t> order, 
   double makespan = 0;
   for (std::uint32_t s = 0; s < p; ++s) makespan = std::max(makespan, ws.free_at_[s]);
   return makespan;
+}
+
+/// Makes the end times of the last simulation in `ws` the base of `simulate_suffix`. Only
+/// valid when that simulation ran to the end (it did not give up). O(p·m·v).
+inline void keep_as_base(simulation_workspace& ws) {
+  ws.base_forward_end_ = ws.forward_end_;
+  ws.base_backward_end_ = ws.backward_end_;
+  ws.has_base_ = true;
+  ws.valid_upto_ = ws.m_;
+}
+
+/// `simulate_unchecked` (without `ops`) for an order that equals the base order of `ws` (see
+/// `keep_as_base`) at positions 0..first_changed−1: 1F1B and GPipe restart every stage at its
+/// first operation of a position ≥ first_changed, which is exact because those prefixes
+/// depend only on each other (1F1B: stage s's prefix holds F(k < i) and B(k < i − w_s), and
+/// B(s, k) needs B(s+1, k) with k < i − w_s < i − w_{s+1}; GPipe: F(k < i)). Interleaved
+/// schedules, a shape change or no base fall back to a full simulation.
+/// - Complexity: O(p·(m − first_changed)) plus the simulation of the suffix.
+template <class Times>
+double simulate_suffix(const Times& t, std::span<const std::uint32_t> order, const schedule& sched, double hop,
+                       simulation_workspace& ws, std::uint32_t first_changed, double give_up_above) {
+  const std::uint32_t p = t.stages, m = t.micro_batches;
+  if (first_changed == 0 || first_changed >= m || !ws.has_base_ || sched.kind == schedule_kind::interleaved ||
+      p != ws.p_ || m != ws.m_ || sched.kind != ws.kind_ || ws.v_ != 1)
+    return simulate_unchecked(t, order, sched, hop, ws, nullptr, give_up_above);
+  const std::uint32_t i = first_changed;
+  // Backwards in stage s's prefix: 1F1B B(k < i − w_s), GPipe none.
+  const auto backward_prefix = [&](std::uint32_t s) -> std::uint32_t {
+    if (sched.kind != schedule_kind::one_f_one_b) return 0;
+    const std::uint32_t w = std::min(p - 1 - s, m);
+    return i < w ? 0 : i - w;
+  };
+  for (std::uint32_t q = 0; q < p; ++q) {
+    const std::size_t row = std::size_t{q} * m;
+    if (ws.valid_upto_ < i) {
+      std::copy(ws.base_forward_end_.begin() + row + ws.valid_upto_, ws.base_forward_end_.begin() + row + i,
+                ws.forward_end_.begin() + row + ws.valid_upto_);
+      std::copy(ws.base_backward_end_.begin() + row + ws.valid_upto_, ws.base_backward_end_.begin() + row + i,
+                ws.backward_end_.begin() + row + ws.valid_upto_);
+    }
+    // Not yet run: forwards from position i, backwards from the first one outside the prefix.
+    std::fill(ws.forward_end_.begin() + row + i, ws.forward_end_.begin() + row + m, -1.0);
+    std::fill(ws.backward_end_.begin() + row + backward_prefix(q), ws.backward_end_.begin() + row + m, -1.0);
+  }
+  ws.valid_upto_ = backward_prefix(0);  // the shortest backward prefix: stage 0's
+  const std::size_t per = std::size_t{2} * m;
+  std::size_t done = 0;
+  for (std::uint32_t s = 0; s < p; ++s) {
+    std::size_t cut = i;  // GPipe: the forwards of positions < i
+    if (sched.kind == schedule_kind::one_f_one_b) {
+      const std::size_t w = std::min(p - 1 - s, m);
+      cut = i < w ? i : w + 2 * (i - w);
+    }
+    ws.cursor_[s] = cut;
+    double free = 0;
+    if (cut > 0) {
+      const simulation_workspace::slot e = ws.table_[s * per + cut - 1];
+      free = (e.backward ? ws.backward_end_ : ws.forward_end_)[std::size_t{s} * m + e.position];
+    }
+    ws.free_at_[s] = free;
+    done += cut;
+  }
+  return simulation_workspace::run(t, order, sched, hop, ws, nullptr, give_up_above, done);
 }
 
 /// Operations each stage runs in the workspace's current table (2·m·v).
