@@ -25,6 +25,7 @@
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/rearrange/rearrange.hpp>
 #include <mmbal/sampling/grouping.hpp>
 #include <mmbal/sampling/isf.hpp>

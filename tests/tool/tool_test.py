@@ -2,7 +2,7 @@
 """End-to-end tests of the `mmbal` tool: determinism, the balance JSON contract (placements
 and loads recomputed independently here), and exit code 2 with file/line/field on bad input.
 Usage: tool_test.py PATH/TO/mmbal CASE   (CASE: generate | balance | phases | bad_input | isf | micro_batches |
-orchestrate)"""
+orchestrate | pipeline)"""
 import json
 import os
 import subprocess
@@ -250,6 +250,138 @@ def case_isf():
     run("isf", "--input", path, "--ranks", "0", "--auto", "--target-batch", "4", expect=2)
 
 
+def sim_1f1b(fwd, bwd, order, hop=0.0):
+    """Megatron's non-interleaved 1F1B, written out independently: each stage's operation list,
+    then repeated passes until every operation has its end time."""
+    p, m = len(fwd), len(order)
+    seqs = []
+    for s in range(p):
+        w = min(p - 1 - s, m)
+        seq = [("F", k) for k in range(w)]
+        for k in range(w, m):
+            seq += [("F", k), ("B", k - w)]
+        seq += [("B", k) for k in range(m - w, m)]
+        seqs.append(seq)
+    end = {}
+    pos, free = [0] * p, [0.0] * p
+    while any(pos[s] < 2 * m for s in range(p)):
+        moved = False
+        for s in list(range(p)) + list(range(p - 1, -1, -1)):
+            while pos[s] < 2 * m:
+                kind, k = seqs[s][pos[s]]
+                if kind == "F":
+                    dep = end.get(("F", s - 1, k)) if s > 0 else 0.0
+                    ready = None if dep is None else dep + (hop if s > 0 else 0.0)
+                    length = fwd[s][order[k]]
+                else:
+                    if s == p - 1:
+                        ready = end.get(("F", s, k))
+                    else:
+                        dep = end.get(("B", s + 1, k))
+                        ready = None if dep is None else dep + hop
+                    length = bwd[s][order[k]]
+                if ready is None:
+                    break
+                free[s] = max(free[s], ready) + length
+                end[(kind, s, k)] = free[s]
+                pos[s] += 1
+                moved = True
+        assert moved, "deadlock in the reference simulation"
+    return max(free)
+
+
+def case_pipeline():
+    import itertools
+    import random
+    rng = random.Random(5)
+    for trial in range(6):
+        p, m = rng.randint(1, 4), rng.randint(1, 6)
+        fwd = [[round(rng.uniform(0.1, 3.0) * (3 if s == 0 else 1), 3) for _ in range(m)] for s in range(p)]
+        bwd = [[round(rng.uniform(0.0, 4.0), 3) for _ in range(m)] for s in range(p)]
+        path = os.path.join(TMP, f"times{trial}.json")
+        with open(path, "w") as f:
+            json.dump({"forward": fwd, "backward": bwd}, f)
+        hop = 0.0 if trial % 2 else 0.25
+        best = min(sim_1f1b(fwd, bwd, list(o), hop) for o in itertools.permutations(range(m)))
+        for order in ("identity", "verl", "disttrain", "search", "all"):
+            r = json.loads(run("pipeline", "--times", path, "--order", order, "--hop", str(hop), "--json").stdout)
+            for k in ("stages", "micro_batches", "order", "makespan", "lower_bound", "orders"):
+                assert k in r, f"missing {k}"
+            assert r["stages"] == p and r["micro_batches"] == m
+            assert sorted(r["order"]) == list(range(m)), f"order {r['order']} is not a permutation"
+            mine = sim_1f1b(fwd, bwd, r["order"], hop)
+            assert abs(mine - r["makespan"]) <= 1e-9 * max(1.0, mine), (order, mine, r["makespan"])
+            assert r["lower_bound"] <= best * (1 + 1e-12), (r["lower_bound"], best)
+            assert r["makespan"] >= best * (1 - 1e-12)
+            if order == "identity":
+                assert r["order"] == list(range(m))
+            if order == "all":
+                assert sorted(r["orders"]) == ["disttrain", "identity", "search", "verl"]
+                assert r["makespan"] == min(r["orders"].values())
+                assert r["orders"]["search"] <= min(r["orders"][k] for k in ("identity", "verl", "disttrain"))
+                assert abs(r["orders"]["identity"] - sim_1f1b(fwd, bwd, list(range(m)), hop)) <= 1e-9 * mine
+    # GPipe / interleaved run and report their own bound
+    r = json.loads(run("pipeline", "--times", path, "--schedule", "interleaved:2", "--json").stdout)
+    assert r["schedule"] == "interleaved:2" and r["makespan"] >= r["lower_bound"]
+    run("pipeline", "--times", path, "--schedule", "gpipe", "--svg", os.path.join(TMP, "t.svg"))
+    assert open(os.path.join(TMP, "t.svg")).read().startswith("<svg")
+    # from samples and a model, per data-parallel rank
+    wpath, _ = generate("p.jsonl", family="omni", samples=400, ranks=4)
+    model = {"recompute": True, "stages": [
+        {"modules": [{"name": "vit", "kind": "encoder", "phase": "image", "cost": "attention:alpha=1e-5,beta=1e-9",
+                      "trainable": False},
+                     {"name": "whisper", "kind": "encoder", "phase": "audio", "cost": "tokens", "share": 1e-5,
+                      "trainable": False},
+                     {"name": "projector", "kind": "encoder", "phase": "image", "cost": "tokens", "share": 1e-7}]},
+        {"modules": [{"name": "llm", "phase": "llm", "cost": "attention:alpha=1e-5,beta=1e-9", "share": 0.5}]},
+        {"modules": [{"name": "llm", "phase": "llm", "cost": "attention:alpha=1e-5,beta=1e-9", "share": 0.5}]}]}
+    mpath = os.path.join(TMP, "model.json")
+    with open(mpath, "w") as f:
+        json.dump(model, f)
+    svg = os.path.join(TMP, "p.svg")
+    r = json.loads(run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", "--micro-batches", "8",
+                       "--svg", svg, "--json").stdout)
+    assert r["ranks"] == 4 and r["stages"] == 3 and len(r["per_rank"]) == 4
+    samples = load(wpath)
+    seen = sorted(i for x in r["per_rank"] for mb in x["samples"] for i in mb)
+    assert seen == sorted(s["id"] for s in samples), "every sample in exactly one micro-batch"
+    for x in r["per_rank"]:
+        assert all(samples[i]["rank"] == x["rank"] for mb in x["samples"] for i in mb)
+        assert sorted(x["order"]) == list(range(8)) and x["makespan"] <= x["orders"]["identity"]
+    assert r["step_makespan"] == max(x["makespan"] for x in r["per_rank"]) <= r["step_makespan_identity"]
+    assert open(svg).read().count("<rect") > 4 * 2 * 2 * 3 * 8
+    # bad input: exit 2 naming the file and the field
+    bad = [({"forward": [[1, 2], [3, -1]], "backward": [[1, 1], [1, 1]]}, "forward[1][1]"),
+           ({"forward": [[1, 2], [3]], "backward": [[1, 1], [1, 1]]}, "forward[1]"),
+           ({"forward": [[1, 2]], "backward": [[1, "x"]]}, "backward[0][1]"),
+           ({"forward": [], "backward": []}, "no stages"),
+           ({"forward": [[1, 2]]}, "backward"),
+           ({"forward": [[1, 2]], "backward": [[1, 2, 3]]}, "must match")]
+    for i, (doc, needle) in enumerate(bad):
+        path = os.path.join(TMP, f"badtimes{i}.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        p = run("pipeline", "--times", path, "--json", expect=2)
+        assert path in p.stderr and needle in p.stderr, f"case {i}: {p.stderr!r} lacks {needle!r}"
+    for text, needle in (("", "empty"), ('{"forward": [[1, NaN]]}', "JSON")):
+        path = os.path.join(TMP, "badtext.json")
+        with open(path, "w") as f:
+            f.write(text)
+        p = run("pipeline", "--times", path, expect=2)
+        assert path in p.stderr and needle in p.stderr, p.stderr
+    good = os.path.join(TMP, "times0.json")
+    for args, needle in ((["--order", "random"], "random"), (["--schedule", "interleaved:0"], "interleaved:0"),
+                         (["--hop", "-1"], "hop")):
+        p = run("pipeline", "--times", good, *args, expect=2)
+        assert needle in p.stderr, p.stderr
+    model["stages"][1]["modules"][0]["cost"] = "quadratic"
+    with open(mpath, "w") as f:
+        json.dump(model, f)
+    p = run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", "--micro-batches", "8", expect=2)
+    assert mpath in p.stderr and "stages[1].modules[0].cost" in p.stderr, p.stderr
+    run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", expect=2)
+
+
 {"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf, "micro_batches": case_micro_batches,
- "orchestrate": case_orchestrate}[sys.argv[2]]()
+ "orchestrate": case_orchestrate, "pipeline": case_pipeline}[sys.argv[2]]()
 print(f"tool test {sys.argv[2]}: ok")
