@@ -52,8 +52,8 @@ double true_time(const observed_step& s, double x, double y, double z) {
 
 /// `count` steps of `ranks` ranks, 1..12 omni samples per rank, times from (x, y, z) with a
 /// multiplicative Gaussian noise of relative standard deviation `noise`.
-std::vector<observed_step> synthetic_steps(std::uint64_t seed, std::size_t count, std::size_t ranks, double x,
-                                           double y, double z, double noise) {
+std::vector<observed_step> synthetic_steps(std::uint64_t seed, std::size_t count, std::size_t ranks, double x, double y,
+                                           double z, double noise) {
   auto g = mmbal::make_rng(seed);
   const auto& pool = omni_lengths();
   std::vector<observed_step> steps(count);
@@ -90,7 +90,7 @@ TEST_CASE("nnls3 matches brute force: KKT, no better grid point, no better nearb
       for (auto& r : rows) r.a[1] = 0;
     const auto sol = mmbal::cost::nnls3(rows);
     for (double t : sol.theta) REQUIRE(t >= 0);
-    REQUIRE(sol.residual == Approx(mmbal::cost::detail::nnls_residual(rows, sol.theta)).margin(1e-12));
+    REQUIRE(sol.residual == Approx(mmbal::cost::nnls_residual(rows, sol.theta)).margin(1e-12));
     // KKT: gradient 2 Aᵀ(Aθ − b) is ~0 on the support and >= 0 off it.
     std::array<double, 3> grad{0, 0, 0};
     for (const auto& r : rows) {
@@ -108,14 +108,14 @@ TEST_CASE("nnls3 matches brute force: KKT, no better grid point, no better nearb
     for (int i = 0; i <= 40; ++i)
       for (int j = 0; j <= 40; ++j)
         for (int k = 0; k <= 40; ++k)
-          grid_best = std::min(grid_best, mmbal::cost::detail::nnls_residual(rows, {0.1 * i, 0.1 * j, 0.1 * k}));
+          grid_best = std::min(grid_best, mmbal::cost::nnls_residual(rows, {0.1 * i, 0.1 * j, 0.1 * k}));
     CHECK(sol.residual <= grid_best + 1e-9);
     for (int d = 0; d < 27; ++d) {
       std::array<double, 3> p = sol.theta;
       p[0] = std::max(0.0, p[0] + 1e-4 * (d % 3 - 1));
       p[1] = std::max(0.0, p[1] + 1e-4 * (d / 3 % 3 - 1));
       p[2] = std::max(0.0, p[2] + 1e-4 * (d / 9 - 1));
-      CHECK(sol.residual <= mmbal::cost::detail::nnls_residual(rows, p) + 1e-12);
+      CHECK(sol.residual <= mmbal::cost::nnls_residual(rows, p) + 1e-12);
     }
   }
   // Exact recovery of a non-negative solution of a consistent system.

@@ -41,8 +41,6 @@ struct nnls_solution {
   double residual = 0;            ///< Σ (a·θ − b)² over the rows
 };
 
-namespace detail {
-
 /// Σ (a·θ − b)² over `rows`, summed in row order.
 [[nodiscard]] inline double nnls_residual(std::span<const nnls_row> rows, const std::array<double, 3>& theta) {
   double sum = 0;
@@ -52,8 +50,6 @@ namespace detail {
   }
   return sum;
 }
-
-}  // namespace detail
 
 /// Exact non-negative least squares in three unknowns: argmin_{θ ≥ 0} Σ (a·θ − b)².
 ///
@@ -87,7 +83,7 @@ namespace detail {
       for (int j = 0; j < 3; ++j) gram[i][j] += s[i] * s[j];
     }
   }
-  nnls_solution best{{0, 0, 0}, detail::nnls_residual(rows, {0, 0, 0})};
+  nnls_solution best{{0, 0, 0}, nnls_residual(rows, {0, 0, 0})};
   for (unsigned support = 1; support < 8; ++support) {
     // Supports by size, then lexicographically: {0},{1},{2},{0,1},{0,2},{1,2},{0,1,2}.
     static constexpr std::array<unsigned, 7> order{1, 2, 4, 3, 5, 6, 7};
@@ -133,7 +129,7 @@ namespace detail {
       theta[idx[i]] = phi[i] * scale[idx[i]];
     }
     if (!feasible) continue;
-    const double residual = detail::nnls_residual(rows, theta);
+    const double residual = nnls_residual(rows, theta);
     if (residual < best.residual) best = {theta, residual};
   }
   return best;
@@ -199,8 +195,7 @@ inline void validate_step(const observed_step& step, std::size_t index) {
 inline void validate_step(const step_features& st, std::size_t index) {
   if (st.ranks.empty()) mmbal::detail::throw_invalid("fit: step ", index, ", field 'ranks': no ranks");
   if (!std::isfinite(st.step_time) || !(st.step_time > 0))
-    mmbal::detail::throw_invalid("fit: step ", index, ", field 'step_time': ", st.step_time,
-                                 " must be finite and > 0");
+    mmbal::detail::throw_invalid("fit: step ", index, ", field 'step_time': ", st.step_time, " must be finite and > 0");
   bool any = false;
   for (std::size_t r = 0; r < st.ranks.size(); ++r) {
     const rank_features& f = st.ranks[r];
@@ -279,14 +274,14 @@ struct fit_options {
 
 /// The result of `fit_cost`.
 struct fit_result {
-  fitted model;                ///< the fitted cost, c(L) = x L² + y L + z, x, y, z ≥ 0
-  fitted initial;              ///< the heaviest-rank NNLS initialisation
-  prediction_error error;      ///< relative errors of `model` on the fitted steps (exact max)
-  double objective = 0;        ///< Σ_k ((max_r load − T_k) / T_k)² of `model` (exact max)
+  fitted model;                  ///< the fitted cost, c(L) = x L² + y L + z, x, y, z ≥ 0
+  fitted initial;                ///< the heaviest-rank NNLS initialisation
+  prediction_error error;        ///< relative errors of `model` on the fitted steps (exact max)
+  double objective = 0;          ///< Σ_k ((max_r load − T_k) / T_k)² of `model` (exact max)
   std::uint32_t iterations = 0;  ///< Gauss–Newton iterations taken (all stages)
 };
 
-namespace detail {
+namespace fit_detail {
 
 /// The fitting problem in dimensionless form: feature j of rank r in step k divided by
 /// T_k · scale_j, so that the parameters φ_j = θ_j · scale_j are O(1) and a perfect model
@@ -397,7 +392,7 @@ inline void check_fit_options(const fit_options& o) {
     mmbal::detail::throw_invalid("fit: anneal_start = ", o.anneal_start, " must be finite and >= 1");
 }
 
-}  // namespace detail
+}  // namespace fit_detail
 
 /// Fits c(L) = x·L² + y·L + z (x, y, z ≥ 0) to measured step times (LoongForge §2.1).
 ///
@@ -417,17 +412,17 @@ inline void check_fit_options(const fit_options& o) {
 /// Complexity O(samples + iterations · Σ ranks). Deterministic (fixed order everywhere).
 /// Throws `invalid_input` for no steps or a bad step (see `validate_step`), naming the step.
 [[nodiscard]] inline fit_result fit_cost(std::span<const step_features> steps, const fit_options& options = {}) {
-  detail::check_fit_options(options);
+  fit_detail::check_fit_options(options);
   if (steps.empty()) mmbal::detail::throw_invalid("fit: no steps");
   for (std::size_t k = 0; k < steps.size(); ++k) validate_step(steps[k], k);
-  const detail::scaled_steps s = detail::scale_steps(steps);
-  const std::array<double, 3> init = detail::heaviest_rank_init(s, options.init_rounds);
+  const fit_detail::scaled_steps s = fit_detail::scale_steps(steps);
+  const std::array<double, 3> init = fit_detail::heaviest_rank_init(s, options.init_rounds);
   std::array<double, 3> phi = init;
   std::uint32_t iterations = 0;
   std::vector<nnls_row> rows, trial_rows;
   for (double t = options.temperature * options.anneal_start;; t /= 10) {
     if (t < options.temperature * (1 + 1e-9)) t = options.temperature;
-    double current = detail::smoothed_objective(s, phi, t, &rows);
+    double current = fit_detail::smoothed_objective(s, phi, t, &rows);
     for (std::uint32_t it = 0; it < options.iterations_per_stage; ++it) {
       ++iterations;
       const std::array<double, 3> target = nnls3(rows).theta;
@@ -436,7 +431,7 @@ inline void check_fit_options(const fit_options& o) {
       for (int halving = 0; halving <= 30; ++halving, step /= 2) {
         std::array<double, 3> trial{};
         for (int j = 0; j < 3; ++j) trial[j] = std::max(0.0, phi[j] + step * (target[j] - phi[j]));
-        const double value = detail::smoothed_objective(s, trial, t, &trial_rows);
+        const double value = fit_detail::smoothed_objective(s, trial, t, &trial_rows);
         if (value < current) {
           improved = current - value > 1e-12 * current;
           phi = trial;
@@ -449,13 +444,13 @@ inline void check_fit_options(const fit_options& o) {
     }
     if (t == options.temperature) break;
   }
-  if (detail::exact_objective(s, init) <= detail::exact_objective(s, phi)) phi = init;
+  if (fit_detail::exact_objective(s, init) <= fit_detail::exact_objective(s, phi)) phi = init;
   const auto to_model = [&](const std::array<double, 3>& p) {
     return fitted{p[0] * s.scale[0], p[1] * s.scale[1], p[2] * s.scale[2]};
   };
   fit_result result{to_model(phi), to_model(init), {}, 0, iterations};
   result.error = prediction_errors(result.model, steps);
-  result.objective = detail::exact_objective(s, phi);
+  result.objective = fit_detail::exact_objective(s, phi);
   return result;
 }
 
@@ -487,7 +482,7 @@ class online_fit {
   explicit online_fit(std::size_t window = default_window, const fit_options& options = {})
       : window_(window), options_(options) {
     if (window == 0) mmbal::detail::throw_invalid("online_fit: window = 0 (need at least one step)");
-    detail::check_fit_options(options);
+    fit_detail::check_fit_options(options);
     ring_.reserve(window);
   }
 
@@ -548,10 +543,10 @@ class online_fit {
 
 /// Why `should_balance` decided as it did.
 enum class trigger_reason : std::uint8_t {
-  balance,           ///< the max can drop by ≥ the threshold: balance
-  no_load,           ///< every rank's predicted load is 0: nothing to balance
-  dominant_sample,   ///< one sample's cost ≥ the mean load and the max is within the threshold of it
-  below_threshold,   ///< predicted imbalance max/mean − 1 < the threshold
+  balance,          ///< the max can drop by ≥ the threshold: balance
+  no_load,          ///< every rank's predicted load is 0: nothing to balance
+  dominant_sample,  ///< one sample's cost ≥ the mean load and the max is within the threshold of it
+  below_threshold,  ///< predicted imbalance max/mean − 1 < the threshold
 };
 
 /// Options of `should_balance`.
@@ -633,11 +628,10 @@ struct trigger_decision {
   if (d.gain_bound < options.threshold) {
     d.reason = dominant ? trigger_reason::dominant_sample : trigger_reason::below_threshold;
     d.explanation = dominant ? mmbal::detail::concat("one sample costs ", d.largest_sample, " >= mean rank load ",
-                                                     d.mean_load, "; the max ", d.max_load,
-                                                     " can drop by at most ", d.gain_bound * 100, " % < ",
-                                                     options.threshold * 100, " %")
-                             : mmbal::detail::concat("predicted imbalance max/mean - 1 = ", d.imbalance * 100,
-                                                     " % < ", options.threshold * 100, " %");
+                                                     d.mean_load, "; the max ", d.max_load, " can drop by at most ",
+                                                     d.gain_bound * 100, " % < ", options.threshold * 100, " %")
+                             : mmbal::detail::concat("predicted imbalance max/mean - 1 = ", d.imbalance * 100, " % < ",
+                                                     options.threshold * 100, " %");
     return d;
   }
   d.balance = true;
