@@ -345,6 +345,9 @@ TEST_CASE("bad input throws invalid_input naming the step and field") {
   mmbal::cost::fit_options o;
   o.anneal_start = 0.5;
   CHECK_THROWS_AS(mmbal::cost::fit_cost(with(0, good), o), invalid_input);
+  o.anneal_start = 1e300;
+  o.temperature = 1e300;  // the start temperature would overflow: rejected, not an endless loop
+  CHECK_THROWS_WITH(mmbal::cost::fit_cost(with(0, good), o), Catch::Contains("anneal_start"));
   // One step (underdetermined) still gives a valid non-negative cost that explains it.
   const auto one = mmbal::cost::fit_cost(std::vector<observed_step>{good});
   CHECK(one.error.max < 1e-9);

@@ -388,8 +388,9 @@ inline double smoothed_objective(const scaled_steps& s, const std::array<double,
 inline void check_fit_options(const fit_options& o) {
   if (!std::isfinite(o.temperature) || !(o.temperature > 0))
     mmbal::detail::throw_invalid("fit: temperature = ", o.temperature, " must be finite and > 0");
-  if (!std::isfinite(o.anneal_start) || !(o.anneal_start >= 1))
-    mmbal::detail::throw_invalid("fit: anneal_start = ", o.anneal_start, " must be finite and >= 1");
+  if (!std::isfinite(o.anneal_start) || !(o.anneal_start >= 1) || !std::isfinite(o.temperature * o.anneal_start))
+    mmbal::detail::throw_invalid("fit: anneal_start = ", o.anneal_start,
+                                 " must be finite and >= 1 (and temperature * anneal_start finite)");
 }
 
 }  // namespace fit_detail
@@ -401,9 +402,9 @@ inline void check_fit_options(const fit_options& o) {
 /// log-sum-exp at temperature τ_k = t·T_k (see `fit_options::temperature`).
 /// 1. Initialisation: non-negative least squares (`nnls3`) of every step's HEAVIEST rank's
 ///    features (Σ L², Σ L, count) against its step time — the step waits for its slowest rank,
-///    so the mean rank's features would explain the max by inflated coefficients (wrong by
-///    60–300 % on realistic steps). The heaviest rank depends on the model, hence a short fixed
-///    point (`fit_options::init_rounds`).
+///    so the mean rank's features would explain the max by inflated coefficients (its predicted
+///    step times are off by 360 % on the omni steps of bench/bench_fit.cpp). The heaviest rank
+///    depends on the model, hence a short fixed point (`fit_options::init_rounds`).
 /// 2. Refinement: projected Gauss–Newton on the smoothed objective with annealed temperature;
 ///    each iteration solves the linearised problem with `nnls3` (so the step stays ≥ 0), then
 ///    backtracks (halving, ≤ 30 times) along the segment to it until the objective decreases.
