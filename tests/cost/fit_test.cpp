@@ -6,6 +6,7 @@
 #include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -381,4 +382,34 @@ TEST_CASE("the fitted model is a cost like any other: spec round trip, balance::
     CHECK(after <= before);
     CHECK(after >= mmbal::lower_bound(weights, 64, model) * (1 - 1e-12));
   }
+}
+
+TEST_CASE("the fitted model drives the orchestrator's LLM phase") {
+  const auto steps = synthetic_steps(71, 60, 16, true_x, true_y, true_z, 0.02);
+  const fitted model = mmbal::cost::fit_cost(steps).model;
+  // Step 0 as a workload: one text segment per sample, on the rank that ran it.
+  mmbal::workload w;
+  for (std::size_t r = 0; r < steps[0].ranks.size(); ++r)
+    for (length_t l : steps[0].ranks[r]) {
+      mmbal::sample smp;
+      smp.id = w.samples.size();
+      smp.rank = static_cast<mmbal::rank_t>(r);
+      smp.segments.push_back({mmbal::text_modality, l, l});
+      w.samples.push_back(smp);
+    }
+  mmbal::orchestrate::orchestrator_options o;
+  o.ranks = 16;
+  o.threads = 1;
+  mmbal::orchestrate::orchestrator orch(o);
+  mmbal::orchestrate::phase_policy policy;
+  policy.cost = model;
+  orch.set_policy("llm", policy);
+  const auto plan = orch.plan(w);
+  const auto llm = std::find_if(plan.phases.begin(), plan.phases.end(), [](const auto& p) { return p.name == "llm"; });
+  REQUIRE(llm != plan.phases.end());
+  CHECK(llm->report.cost == mmbal::cost::to_spec(model));
+  // The report's loads are the model's predicted rank times, recomputed here independently.
+  CHECK(llm->report.max_before == Approx(mmbal::cost::predict_step_time(model, steps[0])).epsilon(1e-12));
+  CHECK(llm->report.max_after <= llm->report.max_before);
+  CHECK(llm->report.max_after >= llm->report.lower_bound * (1 - 1e-12));
 }
