@@ -19,6 +19,7 @@
 #include <mmbal/core/parallel.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>

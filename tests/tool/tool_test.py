@@ -2,7 +2,7 @@
 """End-to-end tests of the `mmbal` tool: determinism, the balance JSON contract (placements
 and loads recomputed independently here), and exit code 2 with file/line/field on bad input.
 Usage: tool_test.py PATH/TO/mmbal CASE   (CASE: generate | balance | phases | bad_input | isf | micro_batches |
-orchestrate | pipeline)"""
+orchestrate | pipeline | fit)"""
 import json
 import os
 import subprocess
@@ -382,6 +382,95 @@ def case_pipeline():
     run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", expect=2)
 
 
+def fit_steps(path, lengths, rng, count, ranks, coef, noise):
+    """Writes `count` steps of `ranks` ranks (1..10 samples each, drawn from `lengths`) whose step
+    time is the max over ranks of sum(x L^2 + y L + z), times a Gaussian factor 1 + noise * N(0, 1).
+    Returns the steps and their true (noiseless) times."""
+    x, y, z = coef
+    steps, truth = [], []
+    with open(path, "w") as f:
+        for _ in range(count):
+            rs = [[rng.choice(lengths) for _ in range(rng.randint(1, 10))] for _ in range(ranks)]
+            t = max(sum(x * l * l + y * l + z for l in r) for r in rs)
+            measured = t * (1 + noise * rng.gauss(0, 1))
+            f.write(json.dumps({"ranks": rs, "step_time": measured}) + "\n")
+            steps.append((rs, measured))
+            truth.append(t)
+    return steps, truth
+
+
+def fit_predict(r, ranks):
+    return max(sum(r["x"] * l * l + r["y"] * l + r["z"] for l in rk) for rk in ranks)
+
+
+def case_fit():
+    import random
+    wpath, _ = generate("fit_w.jsonl", samples=2000, ranks=8)
+    lengths = [sum(seg[1] for seg in s["segments"]) for s in load(wpath)]
+    coef = (1e-9, 4e-6, 2e-3)
+    rng = random.Random(5)
+    need = ["x", "y", "z", "error_mean", "error_max", "steps", "cost"]
+    # Noiseless: the coefficients come back exactly.
+    clean = os.path.join(TMP, "clean.jsonl")
+    steps, _ = fit_steps(clean, lengths, rng, 120, 16, coef, 0.0)
+    r = json.loads(run("fit", "--steps", clean, "--json").stdout)
+    assert not [k for k in need if k not in r], f"fields {sorted(r)}"
+    assert r["steps"] == len(steps)
+    for got, want in zip((r["x"], r["y"], r["z"]), coef):
+        assert abs(got - want) <= 1e-6 * want, f"fitted {got}, true {want}"
+    # 2 % noise: held-out steps are predicted within 3 %; the reported errors are recomputed here.
+    noisy, held = os.path.join(TMP, "noisy.jsonl"), os.path.join(TMP, "held.jsonl")
+    train, _ = fit_steps(noisy, lengths, rng, 300, 16, coef, 0.02)
+    test, truth = fit_steps(held, lengths, rng, 300, 16, coef, 0.02)
+    r = json.loads(run("fit", "--steps", noisy, "--json").stdout)
+    assert min(r["x"], r["y"], r["z"]) >= 0
+    errs = [abs(fit_predict(r, rk) - t) / t for rk, t in train]
+    assert abs(sum(errs) / len(errs) - r["error_mean"]) < 1e-9 and abs(max(errs) - r["error_max"]) < 1e-9, "errors"
+    held_err = [abs(fit_predict(r, rk) - t) / t for rk, t in test]
+    truth_err = [abs(fit_predict(r, rk) - t) / t for (rk, _), t in zip(test, truth)]
+    assert sum(held_err) / len(held_err) < 0.03 and max(truth_err) < 0.03, (sum(held_err) / len(held_err),
+                                                                             max(truth_err))
+    again = json.loads(run("fit", "--steps", noisy, "--json").stdout)
+    assert (again["x"], again["y"], again["z"], again["cost"]) == (r["x"], r["y"], r["z"], r["cost"]), "determinism"
+    # The cost spec round-trips through `mmbal balance --cost`; loads recomputed with the fit.
+    b = json.loads(run("balance", "--input", wpath, "--ranks", "8", "--cost", r["cost"], "--algorithm", "lpt",
+                       "--json", "--emit-assignment").stdout)
+    assert b["cost"] == r["cost"], (b["cost"], r["cost"])
+    loads = [0.0] * 8
+    for l, (rank, _) in zip(lengths, b["assignment"]):
+        loads[rank] += r["x"] * l * l + r["y"] * l + r["z"]
+    assert abs(max(loads) - b["max_after"]) <= 1e-9 * b["max_after"], (max(loads), b["max_after"])
+    assert b["max_after"] <= b["max_before"]
+    # Bad input: exit 2 naming the file, the line and the field.
+    good = json.dumps({"ranks": [[10, 20], [30]], "step_time": 1.0})
+    bad = [
+        ("", ["no steps"]),
+        (good + "\n" + json.dumps({"ranks": [], "step_time": 1.0}), ["line 2", "ranks"]),
+        (good + "\n" + good + "\n" + json.dumps({"ranks": [[1], [1, 2, 3, 4, -5]], "step_time": 1.0}),
+         ["line 3", "ranks[1][4]", "negative"]),
+        ('{"ranks": [[1]], "step_time": NaN}', ["line 1", "step_time"]),
+        (json.dumps({"ranks": [[1]], "step_time": -2.0}), ["line 1", "step_time"]),
+        (json.dumps({"ranks": [[1]], "step_time": 0}), ["line 1", "step_time"]),
+        (json.dumps({"ranks": [[1]]}), ["line 1", "step_time", "missing"]),
+        (json.dumps({"ranks": [[], []], "step_time": 1.0}), ["line 1", "no rank holds a sample"]),
+        (json.dumps({"ranks": [[1.5]], "step_time": 1.0}), ["line 1", "ranks[0][0]"]),
+        (json.dumps({"ranks": [1, 2], "step_time": 1.0}), ["line 1", "ranks[0]"]),
+        (good + "\n\n" + '{"ranks": [[1]], "step_time": 1', ["line 3", "malformed"]),
+        ("[1, 2]", ["line 1", "object"]),
+    ]
+    for i, (text, needles) in enumerate(bad):
+        path = os.path.join(TMP, f"steps{i}.jsonl")
+        with open(path, "w") as f:
+            f.write(text)
+        p = run("fit", "--steps", path, "--json", expect=2)
+        for n in [path] + needles:
+            assert n.lower() in p.stderr.lower(), f"bad steps {i}: message {p.stderr!r} lacks {n!r}"
+    p = run("fit", "--steps", os.path.join(TMP, "missing_steps.jsonl"), expect=2)
+    assert "missing_steps.jsonl" in p.stderr
+    p = run("fit", "--steps", clean, "--temperature", "0", expect=2)
+    assert "temperature" in p.stderr
+
+
 {"generate": case_generate, "balance": case_balance, "phases": case_phases, "bad_input": case_bad_input, "isf": case_isf, "micro_batches": case_micro_batches,
- "orchestrate": case_orchestrate, "pipeline": case_pipeline}[sys.argv[2]]()
+ "orchestrate": case_orchestrate, "pipeline": case_pipeline, "fit": case_fit}[sys.argv[2]]()
 print(f"tool test {sys.argv[2]}: ok")
