@@ -621,7 +621,7 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
     ``ranks - 1`` merges, each of two groups no dearer than the others); with fewer, splits the
     group with most samples (ties: earlier) in two halves until there are ``ranks`` groups or
     every group is a single sample, then appends empty groups (only when the epoch has fewer
-    samples than ranks). Step s gives rank r the group ``s * ranks + r``. Deterministic.
+    samples than ranks; no sample at all gives no group). Step s gives rank r the group ``s * ranks + r``. Deterministic.
     O(g + ranks · g)."""
     if ranks <= 0:
         raise mmbal.Error(f"mmbal.torch.deal_groups: ranks = {ranks} must be > 0")
@@ -634,7 +634,7 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
             out[a] = out[a] + out[b]
             cost[a] += cost[b]
             del out[b], cost[b]
-    else:
+    elif out:
         while len(out) < ranks:
             i = max(range(len(out)), key=lambda k: (len(out[k]), -k), default=None)
             if i is None or len(out[i]) < 2:
@@ -694,12 +694,18 @@ class _RankBatchSampler:
         return len(self._batches())
 
     def __iter__(self) -> Iterator[List[int]]:
+        # Not a generator function: the position is reset when iter() is called, not at the
+        # first next().
         batches = self._batches()
         start, self._start = self._start, 0
         self._yielded = start
-        for b in batches[start:]:
-            self._yielded += 1
-            yield list(b)
+
+        def gen():
+            for b in batches[start:]:
+                self._yielded += 1
+                yield list(b)
+
+        return gen()
 
     def state_dict(self, consumed: Optional[int] = None) -> Dict[str, int]:
         """``{"epoch", "seed", "position"}``: position = batches of this epoch already taken.
