@@ -48,9 +48,10 @@ __all__ = [
 # exchange
 # --------------------------------------------------------------------------------------------
 
-# Dtypes the gloo backend of torch 1.13 cannot reduce or move: they travel as integers of the
-# same width (a bit-exact reinterpretation, so nothing is rounded).
-_BIT_VIEWS = {torch.bool: torch.uint8, torch.bfloat16: torch.int16}
+# Dtypes the gloo backend of torch 1.13 cannot move ("Invalid scalar type"): they travel as a
+# dtype of the same width that it can. An all-to-all only copies bytes, so the reinterpretation
+# is bit-exact (nothing is converted or rounded); a view, so it costs nothing on any backend.
+_BIT_VIEWS = {torch.bool: torch.uint8, torch.bfloat16: torch.float16, torch.int16: torch.float16}
 
 
 def _group_rank_and_size(group) -> Tuple[int, int]:
@@ -92,7 +93,8 @@ def _is_identity(index: np.ndarray) -> bool:
 def _exchange_rows(x: torch.Tensor, plan, group) -> torch.Tensor:
     """The collective itself (no autograd, checks done): pack, all_to_all_single, unpack."""
     x = x.contiguous()
-    wire = _BIT_VIEWS.get(x.dtype)
+    dtype = x.dtype
+    wire = _BIT_VIEWS.get(dtype)
     if wire is not None:
         x = x.view(wire)
     pack = np.asarray(plan.pack_index)
@@ -107,15 +109,8 @@ def _exchange_rows(x: torch.Tensor, plan, group) -> torch.Tensor:
     del send
     out = recv if _is_identity(unpack) else recv.index_select(0, torch.from_numpy(unpack.astype(np.int64, copy=False)))
     if wire is not None:
-        out = out.view(_reverse_view(wire, x))
+        out = out.view(dtype)
     return out
-
-
-def _reverse_view(wire, x):
-    for dtype, w in _BIT_VIEWS.items():
-        if w is wire:
-            return dtype
-    return x.dtype  # unreachable
 
 
 class _Exchange(torch.autograd.Function):
@@ -148,8 +143,8 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
     caller that fails loudly on the rank that has it, never silently wrong rows.
 
     Backward: the gradient moves by ``plan.inverse()`` (the exact reverse permutation of rows).
-    Dtypes: everything the backend moves; on gloo (which lacks bool and bfloat16) those two
-    travel bit-exactly as uint8 / int16. Complex tensors: pass ``torch.view_as_real(x)``.
+    Dtypes: every real dtype; bool, bfloat16 and int16 (which gloo lacks) travel bit-exactly
+    as uint8 / float16 / float16 views. Complex tensors: pass ``torch.view_as_real(x)``.
     Zero-row items, uneven splits and ranks that send or receive nothing are fine.
 
     Memory: input + send buffer + receive buffer + output, each skipped when the pack or unpack
