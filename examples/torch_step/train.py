@@ -60,9 +60,13 @@ Sample = List[Tuple[int, object]]  # segments: (TEXT, int64 ids) or (IMAGE, floa
 def make_batch(step: int, ranks: int) -> List[List[Sample]]:
     """Per rank, its samples. Uneven on purpose: rank 1 holds nothing, the last rank holds the
     long ones; includes an image of 0 patches, a sample without segments and an image-only
-    sample (zero-length items and samples without targets)."""
+    sample (zero-length items and samples without targets); odd steps have only those two
+    images."""
     rng = np.random.default_rng([7, step])
     counts = [3, 0, 2, 7][:ranks] + [2] * max(0, ranks - 4)
+    # every other step is almost text-only: its image phase has fewer images than ranks, so
+    # some ranks receive nothing to encode
+    image_share = 0.45 if step % 2 == 0 else 0.0
     out: List[List[Sample]] = []
     for r, count in enumerate(counts):
         samples: List[Sample] = []
@@ -70,7 +74,7 @@ def make_batch(step: int, ranks: int) -> List[List[Sample]]:
             big = r == ranks - 1
             segs: Sample = []
             for _ in range(int(rng.integers(1, 4))):
-                if rng.random() < 0.45:
+                if rng.random() < image_share:
                     p = int(rng.integers(4, 40 if big else 12))
                     segs.append((IMAGE, torch.from_numpy(rng.standard_normal((p, PATCH_DIM)))))
                 else:
@@ -220,7 +224,7 @@ def step_unbalanced(model: TinyMLLM, samples: List[Sample]) -> torch.Tensor:
         n_img = sum(n for m, n in segs if m == IMAGE)
         losses.append(model.assemble_loss(segs, ids, enc[ii : ii + n_img]))
         ii += n_img
-    return torch.stack(losses) if losses else torch.zeros(0, dtype=torch.float64)
+    return torch.stack(losses) if losses else model.lm.head.bias[:0]
 
 
 def step_balanced(model: TinyMLLM, samples: List[Sample], balancer: mt.StepBalancer, log: Dict) -> torch.Tensor:
@@ -257,6 +261,9 @@ def step_balanced(model: TinyMLLM, samples: List[Sample], balancer: mt.StepBalan
     assert ti == ids.shape[0] and ii == image_out.shape[0], "assembly consumed every row"
     # (a rank without samples still joins the backward of `restore`: 0 rows in the graph)
     per_sample = torch.stack(losses) if losses else model.lm.head.bias[:0]
+    # Every rank must run the backward of every exchange (a collective): keep the image
+    # tokens in the graph also where no sample here uses them (adds exactly 0).
+    per_sample = per_sample + 0.0 * image_out.sum()
     # 5. per-sample losses back to their origin rank (local sample order), differentiable
     return plan.restore(per_sample.view(-1, 1), sizes=np.ones(meta.samples, np.int64)).view(-1)
 

@@ -143,6 +143,10 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
     caller that fails loudly on the rank that has it, never silently wrong rows.
 
     Backward: the gradient moves by ``plan.inverse()`` (the exact reverse permutation of rows).
+    The backward is a collective too: every rank must run it, so on every rank ``x`` must
+    require grad when it does on any, and the output must be part of the loss's graph (a rank
+    that does not use its rows adds ``0 * y.sum()``); several exchanges must be backwarded in
+    the same order on every rank (true when they are chained, as in :class:`StepPlan`).
     Dtypes: every real dtype; bool, bfloat16 and int16 (which gloo lacks) travel bit-exactly
     as uint8 / float16 / float16 views. Complex tensors: pass ``torch.view_as_real(x)``.
     Zero-row items, uneven splits and ranks that send or receive nothing are fine.
