@@ -28,6 +28,7 @@ __all__ = [
     "AllToAllPlan",
     "balance",
     "alltoall_plan",
+    "balanced_partitions",
     "Workload",
     "Orchestrator",
     "Orchestration",
@@ -157,6 +158,30 @@ def alltoall_plan(source_rank, target, sizes, rank) -> AllToAllPlan:
     if not isinstance(target, Assignment):
         raise Error(f"alltoall_plan: target must be an mmbal.Assignment, got {type(target).__name__}")
     return _core.alltoall_plan(source_rank, target.rank, target.slot, target.ranks, sizes, rank)
+
+
+def balanced_partitions(seqlen_list, k_partitions, equal_size):
+    """Drop-in for verl's ``get_seqlen_balanced_partitions`` (same parameter names and meaning).
+
+    Splits the items of ``seqlen_list`` (their workloads: a list of ints, a NumPy array or a
+    1-D integer torch tensor; each in [0, 2**53]) into ``k_partitions`` non-empty partitions
+    of item indices, each sorted ascending, balancing the partitions' sums. With
+    ``equal_size`` every partition holds ``len(seqlen_list) // k_partitions`` items.
+
+    Algorithm: Karmarkar-Karp largest differencing with verl's exact tie-breaks (so never less
+    balanced than verl's result), then a local search between the heaviest and the lightest
+    partition (moves, or swaps with ``equal_size``) that never raises the maximum nor lowers the
+    minimum. Sums are exact (128-bit). The GIL is released meanwhile.
+
+    Returns:
+        ``list[list[int]]``: ``k_partitions`` lists of item indices.
+
+    Raises:
+        Error: fewer items than ``k_partitions``, ``equal_size`` with a length not divisible
+        by ``k_partitions`` (where verl asserts), a negative or > 2**53 weight, k_partitions < 1,
+        a non-integer or non-1-D input.
+    """
+    return _core.balanced_partitions(seqlen_list, k_partitions, equal_size)
 
 
 class Orchestration:

@@ -15,6 +15,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "balanced_partitions.hpp"
+
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
@@ -419,6 +421,24 @@ py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle
   return make_py_plan(std::move(source), me);
 }
 
+// ------------------------------------------------------------------ verl drop-in
+
+py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
+  const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
+  const mmbal::rank_t k = positive_count(k_partitions, "k_partitions");
+  const int flag = PyObject_IsTrue(equal_size.ptr());
+  if (flag < 0) throw py::error_already_set();
+  std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
+  std::vector<std::vector<std::uint32_t>> parts;
+  {
+    py::gil_scoped_release unlocked;
+    parts = mmbal_python::balanced_partitions(weights, k, flag != 0, refine);
+  }
+  py::list out(parts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) out[p] = to_list(parts[p]);
+  return out;
+}
+
 // ------------------------------------------------------------------ workload and orchestrator
 
 /// A workload built from flat arrays (see the `Workload` docstring below).
@@ -708,6 +728,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("ranks_per_node"),
         "Balances items of `lengths` over `ranks` ranks with `balance::solve`; returns (rank, slot, loads, "
         "lower_bound). See mmbal.balance.");
+  m.def("balanced_partitions", &balanced_partitions, py::arg("seqlen_list"), py::arg("k_partitions"),
+        py::arg("equal_size"), py::arg("refine") = true,
+        "See mmbal.balanced_partitions; refine=False returns the Karmarkar-Karp result alone.");
   m.def("time_balance", &time_balance, py::arg("lengths"), py::arg("ranks"), py::arg("algorithm"), py::arg("cost"),
         py::arg("repeats"), "Best-of-`repeats` seconds of the C++ work of balance (benchmark baseline).");
   m.def(
