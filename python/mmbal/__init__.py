@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _core
-from ._core import AllToAllPlan, Error
+from ._core import AllToAllPlan, Error, Workload
 
 __all__ = [
     "Error",
@@ -28,6 +28,10 @@ __all__ = [
     "AllToAllPlan",
     "balance",
     "alltoall_plan",
+    "balanced_partitions",
+    "Workload",
+    "Orchestrator",
+    "Orchestration",
 ]
 
 _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
@@ -154,3 +158,165 @@ def alltoall_plan(source_rank, target, sizes, rank) -> AllToAllPlan:
     if not isinstance(target, Assignment):
         raise Error(f"alltoall_plan: target must be an mmbal.Assignment, got {type(target).__name__}")
     return _core.alltoall_plan(source_rank, target.rank, target.slot, target.ranks, sizes, rank)
+
+
+def balanced_partitions(seqlen_list, k_partitions, equal_size):
+    """Drop-in for verl's ``get_seqlen_balanced_partitions`` (same parameter names and meaning).
+
+    Splits the items of ``seqlen_list`` (their workloads: a list of ints, a NumPy array or a
+    1-D integer torch tensor; each in [0, 2**53]) into ``k_partitions`` non-empty partitions
+    of item indices, each sorted ascending, balancing the partitions' sums. With
+    ``equal_size`` every partition holds ``len(seqlen_list) // k_partitions`` items.
+
+    Algorithm: Karmarkar-Karp largest differencing with verl's exact tie-breaks (so never less
+    balanced than verl's result), then a local search between the heaviest and the lightest
+    partition (moves, or swaps with ``equal_size``) that never raises the maximum nor lowers the
+    minimum. Sums are exact (128-bit). The GIL is released meanwhile.
+
+    Returns:
+        ``list[list[int]]``: ``k_partitions`` lists of item indices.
+
+    Raises:
+        Error: fewer items than ``k_partitions``, ``equal_size`` with a length not divisible
+        by ``k_partitions`` (where verl asserts), a negative or > 2**53 weight, k_partitions < 1,
+        a non-integer or non-1-D input.
+    """
+    return _core.balanced_partitions(seqlen_list, k_partitions, equal_size)
+
+
+class Orchestration:
+    """One training step's plans, from :meth:`Orchestrator.plan` (OrchMLLM's global orchestrator).
+
+    Phases (:attr:`phases`): every encoder modality with at least one segment, in order of first
+    appearance in the workload, then ``"llm"`` (always last).
+
+    Items of a phase: for ``"llm"`` the samples (weight = the sample's total LLM tokens, its
+    whole interleaved sequence); for an encoder phase that modality's segments in workload order
+    (weight = encoder length). :meth:`items` says which sample/segment every item is.
+
+    Layouts (what the plans' rows mean):
+
+    - phase forward plan (:meth:`phase_plan`): input = this rank's items of the phase *now*
+      (on every rank, its items in ascending item id: samples in sample order, segments in
+      workload order); output = the items :meth:`target` puts on this rank, in target-slot order.
+    - composed plan (:meth:`composed_plan`, encoder -> LLM): input = the encoder phase's output
+      on this rank (the encoder phase's destination order, i.e. the output of
+      ``phase_plan(modality, rank)``); output = the same segments on their sample's LLM rank,
+      in *assembly order*: for the samples the LLM phase puts on this rank, in their LLM slot
+      order, each sample's segments of this modality in sequence order. Interleave them with
+      the text rows (which travel with the sample in the ``"llm"`` phase) by walking each
+      sample's segment list. Backward: ``plan.inverse()``.
+
+    Sizes: ``sizes[i]`` = rows of item i (default: the orchestrator's item bytes, i.e. tokens x
+    ``bytes_per_token``: encoder length for an encoder phase, LLM tokens for ``"llm"`` and for
+    the composed plans).
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core):
+        self._core = core
+
+    @property
+    def phases(self) -> list:
+        """Phase names in plan order (encoders, then ``"llm"``)."""
+        return self._core.phases
+
+    @property
+    def ranks(self) -> int:
+        return self._core.ranks
+
+    @property
+    def fingerprint(self) -> int:
+        """64-bit hash of every phase's and composed plan's layouts, sizes and policies; equal on
+        every rank for the same step (compare it across ranks before exchanging)."""
+        return self._core.fingerprint
+
+    @property
+    def composed_bytes(self) -> int:
+        """Bytes the composed encoder->LLM plans move (sum over encoders)."""
+        return self._core.composed_bytes
+
+    @property
+    def two_hop_bytes(self) -> int:
+        """Bytes the two-hop reference (back to the origin, then on with the sample) would move."""
+        return self._core.two_hop_bytes
+
+    def items(self, phase: str):
+        """``(sample, segment, length)`` int64 arrays, one entry per item of ``phase``:
+        the item's sample, its row in the workload's segment arrays (-1 for ``"llm"``) and
+        its weight (LLM tokens or encoder length)."""
+        return self._core.items(phase)
+
+    def origin(self, phase: str):
+        """int32 array: the rank holding each item of ``phase`` now (its sample's rank)."""
+        return self._core.target(phase)[0]
+
+    def target(self, phase: str) -> Assignment:
+        """Where every item of ``phase`` goes (after balancing and node-wise relabeling), with
+        ``loads`` (per-rank cost under the phase's cost) and ``lower_bound``."""
+        _, rank, slot, loads, lower, cost = self._core.target(phase)
+        return Assignment(rank, slot, self._core.ranks, loads=loads, lower_bound=lower, cost=cost, _trusted=True)
+
+    def composed_target(self, modality: str) -> Assignment:
+        """Where the composed plan of ``modality`` puts every segment (the assembly layout on the
+        LLM ranks)."""
+        _, _, rank, slot = self._core.composed_layout(modality)
+        return Assignment(rank, slot, self._core.ranks, _trusted=True)
+
+    def report(self, phase: str) -> dict:
+        """What balancing ``phase`` achieved: loads before/after (arrays), max, mean, lower
+        bound, moved items/bytes, inter-node bytes, the cost and algorithm specs."""
+        return self._core.report(phase)
+
+    def phase_plan(self, phase: str, rank: int, sizes=None) -> AllToAllPlan:
+        """The forward :class:`AllToAllPlan` of ``phase`` for ``rank`` (``sizes[i]`` rows for
+        item i). O(n + rows of this rank)."""
+        return self._core.phase_plan(phase, rank, sizes)
+
+    def composed_plan(self, modality: str, rank: int, sizes=None) -> AllToAllPlan:
+        """The composed encoder->LLM :class:`AllToAllPlan` of ``modality`` for ``rank``
+        (``sizes[i]`` rows for segment item i of that phase, e.g. the encoder's output rows)."""
+        return self._core.composed_plan(modality, rank, sizes)
+
+    def __repr__(self) -> str:
+        return f"Orchestration(ranks={self.ranks}, phases={self.phases}, fingerprint={self.fingerprint})"
+
+
+class Orchestrator:
+    """The multi-phase orchestrator: balances every encoder phase and the LLM phase of a
+    workload, relabels ranks node-wise, and composes encoder->LLM plans.
+
+    Args:
+        ranks: data-parallel ranks (>= 1).
+        ranks_per_node: ranks per node for inter-node traffic and relabeling (0 = one node).
+        policies: ``{phase: (cost_spec, algorithm_spec)}`` or ``{phase: {"cost": ..,
+            "algorithm": .., "count_cap": .., "capacity": .., "keep_groups": ..}}``; an empty
+            spec or a missing phase keeps the default (``llm``:
+            ``attention:alpha=1,beta=1.54e-5`` / ``lpt``; ``audio``: ``padded`` / ``padded``;
+            other encoders: ``tokens`` / ``lpt``).
+        threads: threads that plan phases concurrently (None = all cores; the result is the
+            same for every value).
+        bytes_per_token: default item size unit (item sizes = tokens x this).
+        relabel: node-wise relabeling of every phase (default True).
+
+    Deterministic: the same workload and configuration give identical plans on every rank.
+    Complexity per phase: the partitioner's (lpt: O(n log n)) plus O(n log n) for relabeling
+    and composition. The GIL is released while planning.
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, ranks, *, ranks_per_node=0, policies=None, threads=None, bytes_per_token=1, relabel=True):
+        self._core = _core.Orchestrator(ranks, ranks_per_node, policies, threads, bytes_per_token, bool(relabel))
+
+    def policy(self, phase: str) -> tuple:
+        """``(cost_spec, algorithm_spec)`` that ``phase`` runs with."""
+        return self._core.policy(phase)
+
+    def plan(self, workload: Workload) -> Orchestration:
+        """Plans one step for ``workload`` (see :class:`Orchestration`). Raises :class:`Error`
+        when a sample's rank is >= ranks or a policy cannot be applied."""
+        if not isinstance(workload, Workload):
+            raise Error(f"Orchestrator.plan: expected an mmbal.Workload, got {type(workload).__name__}")
+        return Orchestration(self._core.plan(workload))

@@ -15,13 +15,18 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "balanced_partitions.hpp"
+
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/workload/sample.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -323,7 +328,7 @@ py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handl
 /// What a plan is derived from: the rearrangement and the item sizes in rows. Shared by a plan
 /// and its inverse.
 struct plan_source {
-  mmbal::rearrangement moves;
+  std::shared_ptr<const mmbal::rearrangement> moves;  ///< may alias into an orchestration
   std::vector<std::uint64_t> sizes;
 };
 
@@ -349,7 +354,7 @@ struct plan_arrays {
 
 plan_arrays compute_plan(const plan_source& s, mmbal::rank_t rank) {
   plan_arrays out;
-  out.plan = mmbal::make_alltoall_plan(s.moves, s.sizes, rank);
+  out.plan = mmbal::make_alltoall_plan(*s.moves, s.sizes, rank);
   const mmbal::alltoall_plan& p = out.plan;
   if (p.input_bytes > i64_max || p.output_bytes > i64_max)
     throw_invalid("alltoall_plan: rank ", rank, " would hold more than 2^63 - 1 rows");
@@ -363,7 +368,7 @@ plan_arrays compute_plan(const plan_source& s, mmbal::rank_t rank) {
   std::int64_t arrived = 0;  // row of the receive buffer
   for (std::size_t k = 0; k < p.unpack_sizes.size(); ++k)
     for (std::uint64_t j = 0; j < p.unpack_sizes[k]; ++j) out.unpack_index[p.unpack_offsets[k] + j] = arrived++;
-  out.fingerprint = mmbal::fingerprint(s.moves, s.sizes);
+  out.fingerprint = mmbal::fingerprint(*s.moves, s.sizes);
   return out;
 }
 
@@ -390,7 +395,8 @@ py_plan make_py_plan(std::shared_ptr<const plan_source> source, mmbal::rank_t ra
 }
 
 py_plan py_plan::inverse() const {
-  auto back = std::make_shared<plan_source>(plan_source{source->moves.inverse(), source->sizes});
+  auto back = std::make_shared<plan_source>(
+      plan_source{std::make_shared<const mmbal::rearrangement>(source->moves->inverse()), source->sizes});
   return make_py_plan(std::move(back), rank);
 }
 
@@ -409,10 +415,298 @@ py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle
     throw_invalid("source_rank has ", origin.size(), " entries but target has ", target.size(), " items");
   const u64_view s = item_sizes(sizes, target.size());
   const mmbal::rank_t me = rank_index(rank, "rank", ranks);
-  auto source = std::make_shared<plan_source>(
-      plan_source{mmbal::rearrangement::from_origin(origin.values, target), {s.values.begin(), s.values.end()}});
+  auto source = std::make_shared<plan_source>(plan_source{
+      std::make_shared<const mmbal::rearrangement>(mmbal::rearrangement::from_origin(origin.values, target)),
+      {s.values.begin(), s.values.end()}});
   return make_py_plan(std::move(source), me);
 }
+
+// ------------------------------------------------------------------ verl drop-in
+
+py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
+  const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
+  const mmbal::rank_t k = positive_count(k_partitions, "k_partitions");
+  const int flag = PyObject_IsTrue(equal_size.ptr());
+  if (flag < 0) throw py::error_already_set();
+  std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
+  std::vector<std::vector<std::uint32_t>> parts;
+  {
+    py::gil_scoped_release unlocked;
+    parts = mmbal_python::balanced_partitions(weights, k, flag != 0, refine);
+  }
+  py::list out(parts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) out[p] = to_list(parts[p]);
+  return out;
+}
+
+// ------------------------------------------------------------------ workload and orchestrator
+
+/// A workload built from flat arrays (see the `Workload` docstring below).
+struct py_workload {
+  mmbal::workload w;
+  std::vector<std::size_t> first_segment;  ///< per sample + 1: the row of its first segment
+
+  py_workload(py::handle sample_rank, py::handle segment_sample, py::handle segment_modality, py::handle segment_tokens,
+              py::handle segment_encoder_len, py::handle sample_group) {
+    const unsigned_view<std::uint32_t> rank(sample_rank, "sample_rank", u32_max);
+    const std::size_t samples = mmbal::checked_count(rank.size(), "samples");
+    const u64_view owner(segment_sample, "segment_sample", samples == 0 ? 0 : samples - 1);
+    const std::size_t segments = owner.size();
+    if (samples == 0 && segments > 0) throw_invalid("segment_sample: ", segments, " segments but no samples");
+    const lengths_view tokens(segment_tokens, "segment_tokens", u32_max);
+    if (tokens.size() != segments)
+      throw_invalid("segment_tokens has ", tokens.size(), " entries but segment_sample has ", segments);
+    std::optional<lengths_view> encoder;
+    if (!segment_encoder_len.is_none()) {
+      encoder.emplace(segment_encoder_len, "segment_encoder_len", u32_max);
+      if (encoder->size() != segments)
+        throw_invalid("segment_encoder_len has ", encoder->size(), " entries but segment_sample has ", segments);
+    }
+    std::vector<mmbal::modality_id> modality(segments);
+    {
+      py::sequence names = py::reinterpret_borrow<py::sequence>(segment_modality);
+      if (!py::isinstance<py::sequence>(segment_modality) || py::isinstance<py::str>(segment_modality))
+        throw_invalid("segment_modality: expected a sequence of modality names (str), one per segment");
+      if (static_cast<std::size_t>(py::len(names)) != segments)
+        throw_invalid("segment_modality has ", py::len(names), " entries but segment_sample has ", segments);
+      for (std::size_t k = 0; k < segments; ++k) {
+        py::object name = names[k];
+        if (!py::isinstance<py::str>(name))
+          throw_invalid("segment_modality[", k, "] = ", std::string(py::repr(name)), " is not a str");
+        const std::string text = name.cast<std::string>();
+        if (text.empty()) throw_invalid("segment_modality[", k, "] is empty");
+        if (text == "llm") throw_invalid("segment_modality[", k, "] = 'llm' is reserved for the LLM phase");
+        modality[k] = w.intern_modality(text);
+      }
+    }
+    std::optional<u64_view> group;
+    if (!sample_group.is_none()) {
+      group.emplace(sample_group, "sample_group", (std::uint64_t{1} << 63) - 1);
+      if (group->size() != samples)
+        throw_invalid("sample_group has ", group->size(), " entries but sample_rank has ", samples);
+    }
+    w.samples.resize(samples);
+    first_segment.assign(samples + 1, 0);
+    for (std::size_t k = 0; k < segments; ++k) {
+      if (k > 0 && owner.values[k] < owner.values[k - 1])
+        throw_invalid("segment_sample[", k, "] = ", owner.values[k], " < segment_sample[", k - 1,
+                      "] = ", owner.values[k - 1], ": list the segments sample by sample, in sequence order");
+      ++first_segment[owner.values[k] + 1];
+    }
+    for (std::size_t s = 0; s < samples; ++s) {
+      first_segment[s + 1] += first_segment[s];
+      mmbal::sample& x = w.samples[s];
+      x.id = s;
+      x.rank = rank.values[s];
+      if (group) x.group = group->values[s];
+      x.segments.reserve(first_segment[s + 1] - first_segment[s]);
+    }
+    for (std::size_t k = 0; k < segments; ++k) {
+      const mmbal::length_t t = tokens.values[k];
+      w.samples[owner.values[k]].segments.push_back(mmbal::segment{modality[k], t, encoder ? encoder->values[k] : t});
+    }
+    for (std::size_t s = 0; s < samples; ++s)
+      if (w.samples[s].llm_length() > u32_max)
+        throw_invalid("sample ", s, ": LLM length ", w.samples[s].llm_length(), " exceeds 2^32 - 1");
+  }
+};
+
+/// A phase policy from a Python value: `(cost_spec, algorithm_spec)` or a dict with keys
+/// `cost`, `algorithm`, `count_cap`, `capacity`, `keep_groups` (missing = the phase default).
+mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle value) {
+  std::string cost, algorithm;
+  py::object count_cap = py::none(), capacity = py::none();
+  bool keep_groups = false;
+  if (py::isinstance<py::dict>(value)) {
+    for (auto [key, v] : py::reinterpret_borrow<py::dict>(value)) {
+      const std::string k = py::str(key);
+      if (k == "cost")
+        cost = v.cast<std::string>();
+      else if (k == "algorithm")
+        algorithm = v.cast<std::string>();
+      else if (k == "count_cap")
+        count_cap = py::reinterpret_borrow<py::object>(v);
+      else if (k == "capacity")
+        capacity = py::reinterpret_borrow<py::object>(v);
+      else if (k == "keep_groups")
+        keep_groups = v.cast<bool>();
+      else
+        throw_invalid("policies['", phase, "']: unknown key '", k,
+                      "' (expected cost, algorithm, count_cap, capacity, keep_groups)");
+    }
+  } else if (py::isinstance<py::tuple>(value) && py::len(value) == 2) {
+    auto t = py::reinterpret_borrow<py::tuple>(value);
+    if (!py::isinstance<py::str>(t[0]) || !py::isinstance<py::str>(t[1]))
+      throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) strings");
+    cost = t[0].cast<std::string>();
+    algorithm = t[1].cast<std::string>();
+  } else {
+    throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) or a dict, got ",
+                  std::string(py::repr(value)));
+  }
+  mmbal::orchestrate::phase_policy p = mmbal::orchestrate::policy_from_specs(phase, cost, algorithm);
+  p.counts = to_count_cap(count_cap);
+  p.capacity = to_capacity(capacity);
+  p.keep_groups = keep_groups;
+  return p;
+}
+
+/// An orchestration and the workload it was planned for (see the `Orchestration` docstring).
+struct py_orchestration {
+  std::shared_ptr<const mmbal::orchestrate::orchestration> plan;
+  std::shared_ptr<const py_workload> workload;
+
+  [[nodiscard]] const mmbal::orchestrate::phase_plan& phase(const std::string& name) const { return plan->phase(name); }
+  [[nodiscard]] const mmbal::orchestrate::composed_plan& composed(const std::string& modality) const {
+    for (const auto& c : plan->composed)
+      if (c.modality == modality) return c;
+    throw_invalid("orchestration: no encoder phase '", modality, "' (phases: ", phase_list(), ")");
+  }
+  [[nodiscard]] std::string phase_list() const {
+    std::string out;
+    for (const auto& p : plan->phases) out += (out.empty() ? "" : ", ") + p.name;
+    return out;
+  }
+
+  [[nodiscard]] py::list phases() const {
+    py::list out;
+    for (const auto& p : plan->phases) out.append(p.name);
+    return out;
+  }
+
+  /// Per item of `phase`: its sample, and its segment row in the workload (-1 for "llm").
+  [[nodiscard]] py::tuple items(const std::string& name) const {
+    const auto& p = phase(name);
+    const std::size_t n = p.items.size();
+    std::vector<std::int64_t> sample(n), segment(n), length(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sample[i] = p.items.sample_of[i];
+      segment[i] =
+          name == "llm"
+              ? -1
+              : static_cast<std::int64_t>(workload->first_segment[p.items.sample_of[i]] + p.items.segment_of[i]);
+      length[i] = p.items.weights[i];
+    }
+    return py::make_tuple(to_numpy(std::move(sample)), to_numpy(std::move(segment)), to_numpy(std::move(length)));
+  }
+
+  /// (origin rank, target rank, target slot) per item of `phase` (after relabeling).
+  [[nodiscard]] py::tuple target(const std::string& name) const {
+    const auto& p = phase(name);
+    const std::size_t n = p.items.size();
+    std::vector<std::int32_t> origin(n), rank(n), slot(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      origin[i] = static_cast<std::int32_t>(p.items.origin[i]);
+      rank[i] = static_cast<std::int32_t>(p.forward.destination[i].rank);
+      slot[i] = static_cast<std::int32_t>(p.forward.destination[i].slot);
+    }
+    return py::make_tuple(to_numpy(std::move(origin)), to_numpy(std::move(rank)), to_numpy(std::move(slot)),
+                          to_numpy(std::vector<double>(p.report.loads_after)), p.report.lower_bound, p.report.cost);
+  }
+
+  /// (source rank, source slot, target rank, target slot) per segment of `modality` for the
+  /// composed encoder→LLM plan.
+  [[nodiscard]] py::tuple composed_layout(const std::string& modality) const {
+    const auto& c = composed(modality);
+    const std::size_t n = c.composed.size();
+    std::vector<std::int32_t> src_rank(n), src_slot(n), dst_rank(n), dst_slot(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      src_rank[i] = static_cast<std::int32_t>(c.composed.source[i].rank);
+      src_slot[i] = static_cast<std::int32_t>(c.composed.source[i].slot);
+      dst_rank[i] = static_cast<std::int32_t>(c.composed.destination[i].rank);
+      dst_slot[i] = static_cast<std::int32_t>(c.composed.destination[i].slot);
+    }
+    return py::make_tuple(to_numpy(std::move(src_rank)), to_numpy(std::move(src_slot)), to_numpy(std::move(dst_rank)),
+                          to_numpy(std::move(dst_slot)));
+  }
+
+  [[nodiscard]] py::dict report(const std::string& name) const {
+    const auto& r = phase(name).report;
+    py::dict d;
+    d["name"] = r.name;
+    d["cost"] = r.cost;
+    d["algorithm"] = r.algorithm;
+    d["items"] = r.items;
+    d["loads_before"] = to_numpy(std::vector<double>(r.loads_before));
+    d["loads_after"] = to_numpy(std::vector<double>(r.loads_after));
+    d["max_before"] = r.max_before;
+    d["max_after"] = r.max_after;
+    d["mean_before"] = r.mean_before;
+    d["mean"] = r.mean;
+    d["lower_bound"] = r.lower_bound;
+    d["moved_items"] = r.moved_items;
+    d["moved_bytes"] = r.moved_bytes;
+    d["inter_node_bytes"] = r.inter_node_bytes;
+    d["inter_node_max_identity"] = r.inter_node_max_identity;
+    d["inter_node_max_relabeled"] = r.inter_node_max_relabeled;
+    return d;
+  }
+
+  /// A plan over `moves` (aliasing into this orchestration) with `sizes` rows per item, or
+  /// `default_sizes` when `sizes` is None.
+  [[nodiscard]] py_plan make_plan(const mmbal::rearrangement& moves, const std::vector<std::uint64_t>& default_sizes,
+                                  py::handle sizes, py::handle rank) const {
+    const mmbal::rank_t me = rank_index(rank, "rank", plan->ranks);
+    std::vector<std::uint64_t> rows;
+    if (sizes.is_none()) {
+      rows = default_sizes;
+    } else {
+      const u64_view s = item_sizes(sizes, moves.size());
+      rows.assign(s.values.begin(), s.values.end());
+    }
+    auto source = std::make_shared<plan_source>(
+        plan_source{std::shared_ptr<const mmbal::rearrangement>(plan, &moves), std::move(rows)});
+    return make_py_plan(std::move(source), me);
+  }
+
+  [[nodiscard]] py_plan phase_plan(const std::string& name, py::handle rank, py::handle sizes) const {
+    const auto& p = phase(name);
+    return make_plan(p.forward, p.item_bytes, sizes, rank);
+  }
+  [[nodiscard]] py_plan composed_plan(const std::string& modality, py::handle rank, py::handle sizes) const {
+    const auto& c = composed(modality);
+    return make_plan(c.composed, c.item_bytes, sizes, rank);
+  }
+};
+
+struct py_orchestrator {
+  mmbal::orchestrate::orchestrator core;
+
+  static mmbal::orchestrate::orchestrator make(py::handle ranks, py::handle ranks_per_node, py::handle policies,
+                                               py::handle threads, py::handle bytes_per_token, bool relabel) {
+    mmbal::orchestrate::orchestrator_options o;
+    o.ranks = positive_count(ranks, "ranks");
+    o.ranks_per_node = rank_index(ranks_per_node, "ranks_per_node", u32_max);
+    o.threads = threads.is_none() ? 0 : rank_index(threads, "threads", 1025);
+    o.bytes_per_token = positive_count(bytes_per_token, "bytes_per_token");
+    o.relabel = relabel;
+    mmbal::orchestrate::orchestrator out(o);
+    if (!policies.is_none()) {
+      if (!py::isinstance<py::dict>(policies)) throw_invalid("policies: expected a dict phase -> policy");
+      for (auto [key, value] : py::reinterpret_borrow<py::dict>(policies)) {
+        if (!py::isinstance<py::str>(key))
+          throw_invalid("policies: phase names must be str, got ", std::string(py::repr(key)));
+        const std::string phase = key.cast<std::string>();
+        out.set_policy(phase, to_policy(phase, value));
+      }
+    }
+    return out;
+  }
+
+  py_orchestrator(py::handle ranks, py::handle ranks_per_node, py::handle policies, py::handle threads,
+                  py::handle bytes_per_token, bool relabel)
+      : core(make(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)) {}
+
+  [[nodiscard]] py_orchestration plan(std::shared_ptr<const py_workload> w) const {
+    if (!w) throw_invalid("Orchestrator.plan: workload is None");
+    auto out = std::make_shared<mmbal::orchestrate::orchestration>();
+    {
+      py::gil_scoped_release unlocked;
+      core.plan(w->w, *out);
+    }
+    return py_orchestration{std::move(out), std::move(w)};
+  }
+};
 
 }  // namespace
 
@@ -434,6 +728,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("ranks_per_node"),
         "Balances items of `lengths` over `ranks` ranks with `balance::solve`; returns (rank, slot, loads, "
         "lower_bound). See mmbal.balance.");
+  m.def("balanced_partitions", &balanced_partitions, py::arg("seqlen_list"), py::arg("k_partitions"),
+        py::arg("equal_size"), py::arg("refine") = true,
+        "See mmbal.balanced_partitions; refine=False returns the Karmarkar-Karp result alone.");
   m.def("time_balance", &time_balance, py::arg("lengths"), py::arg("ranks"), py::arg("algorithm"), py::arg("cost"),
         py::arg("repeats"), "Best-of-`repeats` seconds of the C++ work of balance (benchmark baseline).");
   m.def(
@@ -481,4 +778,59 @@ fingerprint is equal on every rank for the same global plan (the rearrangement a
         py::arg("target_ranks"), py::arg("sizes"), py::arg("rank"),
         "The AllToAllPlan of `rank` moving item i from rank source_rank[i] (slots in ascending i) to "
         "(target_rank[i], target_slot[i]); sizes[i] rows each.");
+
+  py::class_<py_workload, std::shared_ptr<py_workload>>(m, "Workload", R"doc(A global batch from flat arrays.
+
+Workload(sample_rank, segment_sample, segment_modality, segment_tokens, segment_encoder_len=None,
+         sample_group=None)
+- sample_rank[s]: the rank that holds sample s now (samples in the gathered, rank-major order);
+- per segment k (listed sample by sample, each sample's segments in sequence order):
+  segment_sample[k] its sample (non-decreasing), segment_modality[k] its modality name ("text"
+  or an encoder modality such as "image"), segment_tokens[k] its length in LLM tokens,
+  segment_encoder_len[k] its encoder length (patches, frames; default: segment_tokens);
+- sample_group[s]: optional group id (< 2^63); policies with keep_groups keep a group together.
+Raises mmbal.Error on bad lengths, out-of-order segments, unknown types. O(samples + segments).)doc")
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, py::handle>(), py::arg("sample_rank"),
+           py::arg("segment_sample"), py::arg("segment_modality"), py::arg("segment_tokens"),
+           py::arg("segment_encoder_len") = py::none(), py::arg("sample_group") = py::none())
+      .def_property_readonly("samples", [](const py_workload& w) { return w.w.samples.size(); })
+      .def_property_readonly("segments", [](const py_workload& w) { return w.first_segment.back(); })
+      .def_property_readonly(
+          "modalities", [](const py_workload& w) { return w.w.modalities; }, "Modality names; [0] is always 'text'.");
+
+  py::class_<py_orchestration>(m, "Orchestration", R"doc(One training step's plans (from Orchestrator.plan).
+
+Phases: encoder modalities with at least one segment (in order of first appearance in the
+workload), then "llm" (last). Items: for "llm" the samples (weight = the sample's total LLM
+tokens); for an encoder phase that modality's segments in workload order (weight = encoder
+length). Source layout of every phase: on each rank its items in ascending item id.)doc")
+      .def_property_readonly("phases", &py_orchestration::phases)
+      .def_property_readonly(
+          "fingerprint", [](const py_orchestration& o) { return o.plan->fingerprint; },
+          "Hash of every phase's and composed plan's layouts, sizes and policies; equal on every rank.")
+      .def_property_readonly("ranks", [](const py_orchestration& o) { return o.plan->ranks; })
+      .def_property_readonly("composed_bytes", [](const py_orchestration& o) { return o.plan->composed_bytes; })
+      .def_property_readonly("two_hop_bytes", [](const py_orchestration& o) { return o.plan->two_hop_bytes; })
+      .def("items", &py_orchestration::items, py::arg("phase"),
+           "(sample, segment, length) int64 arrays per item of `phase`; segment = the item's row in the workload's "
+           "segment arrays (-1 for 'llm').")
+      .def("target", &py_orchestration::target, py::arg("phase"),
+           "(origin, rank, slot, loads, lower_bound, cost) of `phase` after balancing and relabeling.")
+      .def("composed_layout", &py_orchestration::composed_layout, py::arg("modality"),
+           "(source_rank, source_slot, target_rank, target_slot) per segment of the composed encoder->LLM plan.")
+      .def("report", &py_orchestration::report, py::arg("phase"))
+      .def("phase_plan", &py_orchestration::phase_plan, py::arg("phase"), py::arg("rank"),
+           py::arg("sizes") = py::none(), "Forward AllToAllPlan of `phase` for `rank`; sizes[i] rows for item i.")
+      .def("composed_plan", &py_orchestration::composed_plan, py::arg("modality"), py::arg("rank"),
+           py::arg("sizes") = py::none(), "Composed encoder->LLM AllToAllPlan of `modality` for `rank`.");
+
+  py::class_<py_orchestrator>(m, "Orchestrator", "The multi-phase orchestrator (see mmbal.Orchestrator).")
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, bool>(), py::arg("ranks"),
+           py::arg("ranks_per_node"), py::arg("policies"), py::arg("threads"), py::arg("bytes_per_token"),
+           py::arg("relabel"))
+      .def("plan", &py_orchestrator::plan, py::arg("workload"))
+      .def("policy", [](const py_orchestrator& o, const std::string& phase) {
+        const auto p = o.core.policy(phase);
+        return py::make_tuple(mmbal::cost::to_spec(p.cost), mmbal::balance::to_spec(p.algorithm));
+      });
 }
