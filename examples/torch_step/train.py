@@ -36,7 +36,6 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-import mmbal
 import mmbal.torch as mt
 
 TEXT, IMAGE = 0, 1
@@ -288,7 +287,7 @@ def format_loads(name: str, before, after) -> str:
     return f"{name:>5}: before [{', '.join(f'{v:8.1f}' for v in before)}]  after [{', '.join(f'{v:8.1f}' for v in after)}]"
 
 
-def worker(rank: int, ranks: int, init_file: str, steps: int, results) -> None:
+def worker(rank: int, ranks: int, init_file: str, steps: int, engine: str, results) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=ranks, timeout=datetime.timedelta(seconds=60))
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
@@ -297,7 +296,7 @@ def worker(rank: int, ranks: int, init_file: str, steps: int, results) -> None:
     balanced.load_state_dict(plain.state_dict())
     opt_p = torch.optim.SGD(plain.parameters(), lr=0.05)
     opt_b = torch.optim.SGD(balanced.parameters(), lr=0.05)
-    balancer = mt.StepBalancer(llm_cost=LLM_COST, encoder_policies={"image": ("lpt", ENCODER_COST)})
+    balancer = mt.StepBalancer(modalities=("text", "image"), policies={"llm": (LLM_COST, "lpt"), "image": (ENCODER_COST, "lpt")}, engine=engine)
     worst = 0.0
     empty_receivers = 0
     for step in range(steps):
@@ -327,8 +326,7 @@ def worker(rank: int, ranks: int, init_file: str, steps: int, results) -> None:
         if rank == 0:
             print(f"step {step}: loss {float(lp):.10f} (balanced {float(lb):.10f}); worst relative difference {d:.2e} ({name})")
             for phase in plan.phases.values():
-                before = mmbal.Assignment(phase.origin.astype(np.int32), _origin_slots(phase.origin, ranks), ranks).loads_for(phase.lengths, phase.cost)
-                after = phase.target.loads_for(phase.lengths, phase.cost)
+                before, after = plan.loads(phase.name)
                 print("  " + format_loads(phase.name, before, after) + f"  ({phase.cost}, {len(phase.items)} items)")
         for phase in plan.phases.values():
             empty_receivers += int(np.sum(np.bincount(np.asarray(phase.target.rank), minlength=ranks) == 0))
@@ -338,26 +336,18 @@ def worker(rank: int, ranks: int, init_file: str, steps: int, results) -> None:
     dist.destroy_process_group()
 
 
-def _origin_slots(origin: np.ndarray, ranks: int) -> np.ndarray:
-    slot = np.zeros(origin.shape[0], np.int32)
-    seen = np.zeros(ranks, np.int64)
-    for i, r in enumerate(origin.tolist()):
-        slot[i] = seen[r]
-        seen[r] += 1
-    return slot
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--engine", choices=mt.StepBalancer.ENGINES, default="orchestrator", help="how StepBalancer plans (default: mmbal.Orchestrator)")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--check", action="store_true", help="exit 1 unless balanced == unbalanced within the tolerance")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         manager = mp.Manager()
         results = manager.dict()
-        mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "init"), args.steps, results), nprocs=args.ranks, join=True)
+        mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "init"), args.steps, args.engine, results), nprocs=args.ranks, join=True)
         worst = max(results[r][0] for r in range(args.ranks))
         empty = results[0][1]
     print(f"worst relative difference over {args.steps} steps, every parameter: {worst:.2e} (tolerance {args.tolerance:g}); phase slots with an empty rank: {empty}")

@@ -396,8 +396,9 @@ class StepPlan:
     Plans are built lazily per (kind, modality, sizes) and cached: O(items) each.
     """
 
-    def __init__(self, meta: GlobalMetadata, modalities: Sequence[str], phases: Dict[str, PhaseResult], rank: int, group):
+    def __init__(self, meta: GlobalMetadata, modalities: Sequence[str], phases: Dict[str, PhaseResult], rank: int, group, orchestration=None):
         self.meta = meta
+        self.orchestration = orchestration  # mmbal.Orchestration, or None (python engine)
         self.modalities = tuple(modalities)
         self.phases = phases
         self.rank = rank
@@ -477,14 +478,19 @@ class StepPlan:
         LLM tokens) from the origin ranks to the LLM ranks."""
         phase = self.llm
         sz = self._sizes(sizes, phase.lengths, phase.items.shape[0], "llm_plan")
-        return self._cached(("llm", sz.tobytes()), lambda: mmbal.alltoall_plan(_as_plan_array(phase.origin), phase.target, sz, self.rank))
+        return self._cached(("llm", sz.tobytes()), lambda: self._phase_plan("llm", phase, sz))
 
     def encoder_plan(self, modality: str, sizes=None):
         """AllToAllPlan of encoder inputs of ``modality`` (sizes per segment of the phase, in
         ascending global segment id; default the encoder lengths) to the encoder ranks."""
         phase = self.encoder_phase(modality)
         sz = self._sizes(sizes, phase.lengths, phase.items.shape[0], "encoder_plan")
-        return self._cached(("enc", modality, sz.tobytes()), lambda: mmbal.alltoall_plan(_as_plan_array(phase.origin), phase.target, sz, self.rank))
+        return self._cached(("enc", modality, sz.tobytes()), lambda: self._phase_plan(modality, phase, sz))
+
+    def _phase_plan(self, name: str, phase: PhaseResult, sizes: np.ndarray):
+        if self.orchestration is not None:
+            return self.orchestration.phase_plan(name, self.rank, sizes)
+        return mmbal.alltoall_plan(_as_plan_array(phase.origin), phase.target, sizes, self.rank)
 
     def composed_plan(self, modality: str, sizes=None):
         """AllToAllPlan that carries encoder outputs of ``modality`` from the encoder ranks
@@ -493,10 +499,14 @@ class StepPlan:
 
         Built from the two assignments: items are renumbered in (encoder rank, encoder slot)
         order, so that each encoder rank's items in ascending index are its outputs in encoder
-        order, and targeted at (LLM rank of the sample, assembly position). O(m log m)."""
+        order, and targeted at (LLM rank of the sample, assembly position). O(m log m). With
+        the orchestrator engine, the orchestration's composed plan (the same layout, in C++)."""
         phase = self.encoder_phase(modality)
         seg_tokens = self.meta.segment_tokens[phase.items]
         sz = self._sizes(sizes, seg_tokens, phase.items.shape[0], "composed_plan")
+
+        if self.orchestration is not None:
+            return self._cached(("composed", modality, sz.tobytes()), lambda: self.orchestration.composed_plan(modality, self.rank, sz))
 
         def build():
             enc_rank = np.asarray(phase.target.rank).astype(np.int64)
@@ -534,6 +544,21 @@ class StepPlan:
         return exchange(y, self.llm_plan(sizes).inverse(), self.group)
 
     # -- report ------------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> Optional[int]:
+        """The orchestration's 64-bit plan fingerprint (equal on every rank for the same
+        step), or None with the python engine."""
+        return None if self.orchestration is None else int(self.orchestration.fingerprint)
+
+    def loads(self, phase: str) -> Tuple[np.ndarray, np.ndarray]:
+        """Per-rank cost of ``phase`` under its cost spec: before (where the items are now,
+        each rank's items in ascending id) and after (the target). O(n + ranks)."""
+        p = self.phases[phase]
+        origin = p.origin.astype(np.int64)
+        slot = _rank_slots(origin, np.zeros_like(origin), self.ranks)
+        before = mmbal.Assignment(origin.astype(np.int32), slot.astype(np.int32), self.ranks).loads_for(p.lengths, p.cost)
+        return np.asarray(before, np.float64), np.asarray(p.target.loads_for(p.lengths, p.cost), np.float64)
+
     def tokens_per_rank(self, phase: str) -> Tuple[np.ndarray, np.ndarray]:
         """Σ lengths per rank of ``phase`` before (origin) and after (target)."""
         p = self.phases[phase]
@@ -545,45 +570,62 @@ class StepPlan:
 class StepBalancer:
     """What a trainer calls each step: gather metadata, balance every phase, plan the moves.
 
-    - ``modalities``: names by modality id (id 0 = text, no encoder phase).
-    - ``llm_algorithm`` / ``llm_cost``: the LLM phase's policy over whole samples (default
-      ``"lpt"`` and the attention cost ``"attention:alpha=1,beta=1e-4"``, OrchMLLM eq. 5).
-    - ``encoder_policies``: modality name -> ``(algorithm, cost)`` over encoder lengths
-      (default ``("lpt", "tokens")``, i.e. patches or frames).
+    - ``modalities``: names by modality id (id 0 = ``"text"``: no encoder phase).
+    - ``policies``: per phase (``"llm"`` or a modality name), ``(cost_spec, algorithm_spec)``
+      or a dict, exactly as :class:`mmbal.Orchestrator` takes them, with its defaults (LLM:
+      the attention cost, OrchMLLM eq. 5; encoders: their own cost over encoder lengths).
+    - ``engine``: ``"orchestrator"`` (default) plans with :class:`mmbal.Orchestrator` (C++,
+      node-wise relabeling with ``ranks_per_node``, composed plans, GIL released);
+      ``"python"`` plans each phase with :func:`mmbal.balance` (cost and algorithm of the
+      policy only; no relabeling) and composes encoder -> LLM plans in NumPy (a reference and a
+      fallback). Both give the same row layouts (see :class:`StepPlan`).
+    - ``threads``: planning threads of the orchestrator (default 1: the trainer's cores are
+      busy with the model).
 
     :meth:`plan` is collective (one metadata gather in the steady state, see
     :class:`MetadataGatherer`); planning itself is local and deterministic, so every rank
-    derives the same global plans. Planning is O(n log n) per phase plus mmbal's partitioner.
-    This class plans in Python on ``mmbal.balance`` + ``mmbal.alltoall_plan`` (single-node
-    view: no node-wise relabeling).
+    derives the same global plans (compare ``StepPlan.fingerprint`` across ranks when in
+    doubt). Complexity: the partitioner's per phase (lpt: O(n log n)) + O(n log n).
     @see OrchMLLM §6 (global orchestrator), §5.2 (composed encoder -> LLM plan).
     """
+
+    ENGINES = ("orchestrator", "python")
 
     def __init__(
         self,
         group=None,
         *,
         modalities: Sequence[str] = DEFAULT_MODALITIES,
-        llm_algorithm: str = "lpt",
-        llm_cost: str = "attention:alpha=1,beta=1e-4",
-        encoder_policies: Optional[Mapping[str, Tuple[str, str]]] = None,
-        default_encoder_policy: Tuple[str, str] = ("lpt", "tokens"),
+        policies: Optional[Mapping[str, object]] = None,
+        engine: str = "orchestrator",
+        ranks_per_node: int = 0,
+        relabel: bool = True,
+        threads: int = 1,
         metadata_capacity: int = 1024,
     ):
+        where = "mmbal.torch.StepBalancer"
+        modalities = tuple(modalities)
         if not modalities or modalities[0] != "text":
-            raise mmbal.Error(f"mmbal.torch.StepBalancer: modalities[0] must be 'text', got {list(modalities)!r}")
+            raise mmbal.Error(f"{where}: modalities[0] must be 'text', got {list(modalities)!r}")
+        if len(set(modalities)) != len(modalities) or "llm" in modalities or not all(isinstance(m, str) and m for m in modalities):
+            raise mmbal.Error(f"{where}: modalities {list(modalities)!r} must be distinct non-empty names other than 'llm'")
+        if engine not in self.ENGINES:
+            raise mmbal.Error(f"{where}: engine = {engine!r} (expected one of {', '.join(self.ENGINES)})")
+        self.policies = dict(policies or {})
+        for name in self.policies:
+            if name != "llm" and name not in modalities[1:]:
+                raise mmbal.Error(f"{where}: policies names phase '{name}', not 'llm' nor one of {list(modalities[1:])}")
         self.group = group
-        self.modalities = tuple(modalities)
-        self.llm_algorithm = llm_algorithm
-        self.llm_cost = llm_cost
-        self.encoder_policies = dict(encoder_policies or {})
-        for name in self.encoder_policies:
-            if name not in self.modalities[1:]:
-                raise mmbal.Error(f"mmbal.torch.StepBalancer: encoder_policies names modality '{name}' not in {list(self.modalities[1:])}")
-        self.default_encoder_policy = default_encoder_policy
+        self.modalities = modalities
+        self.engine = engine
+        _, size = _group_rank_and_size(group)
+        # The orchestrator also resolves the policies (defaults in one place) for the python engine.
+        self.orchestrator = mmbal.Orchestrator(size, ranks_per_node=ranks_per_node, policies=self.policies, threads=threads, relabel=relabel)
         self.gatherer = MetadataGatherer(group, metadata_capacity)
 
     def plan(self, local: LocalMetadata) -> StepPlan:
+        """Gathers every rank's metadata (collective) and plans this step. Raises
+        :class:`mmbal.Error` for bad local metadata before the gather."""
         rank, _ = _group_rank_and_size(self.group)
         if isinstance(local, LocalMetadata) and local.segment_modality.size and int(local.segment_modality.max()) >= len(self.modalities):
             bad = int(local.segment_modality.max())
@@ -593,18 +635,39 @@ class StepBalancer:
 
     def plan_global(self, meta: GlobalMetadata, rank: int) -> StepPlan:
         """Plans from already gathered metadata (local, no collective)."""
+        if int(meta.segment_modality.max(initial=0)) >= len(self.modalities):
+            raise mmbal.Error(f"mmbal.torch.StepBalancer: segment_modality id {int(meta.segment_modality.max())} has no name (modalities: {list(self.modalities)})")
+        if self.engine == "orchestrator":
+            return self._plan_orchestrator(meta, rank)
+        return self._plan_python(meta, rank)
+
+    def _plan_orchestrator(self, meta: GlobalMetadata, rank: int) -> StepPlan:
+        names = [self.modalities[m] for m in meta.segment_modality.tolist()]
+        workload = mmbal.Workload(meta.sample_rank, meta.segment_sample, names, meta.segment_tokens, meta.segment_encoder_len)
+        orch = self.orchestrator.plan(workload)
+        phases: Dict[str, PhaseResult] = {}
+        for name in orch.phases:
+            sample, segment, length = orch.items(name)
+            items = np.asarray(sample if name == "llm" else segment, dtype=np.int64)
+            cost, algorithm = self.orchestrator.policy(name)
+            origin = np.asarray(orch.origin(name)).astype(np.int64)
+            phases[name] = PhaseResult(name, items, np.asarray(length, np.int64), origin, orch.target(name), cost, algorithm)
+        return StepPlan(meta, self.modalities, phases, rank, self.group, orchestration=orch)
+
+    def _plan_python(self, meta: GlobalMetadata, rank: int) -> StepPlan:
         phases: Dict[str, PhaseResult] = {}
         for mid in sorted(set(int(m) for m in np.unique(meta.segment_modality)) - {0}):
             name = self.modalities[mid]
-            algorithm, cost = self.encoder_policies.get(name, self.default_encoder_policy)
+            cost, algorithm = self.orchestrator.policy(name)
             seg = np.nonzero(meta.segment_modality == mid)[0]
             lengths = meta.segment_encoder_len[seg]
             origin = meta.sample_rank[meta.segment_sample[seg]]
             target = mmbal.balance(lengths, meta.ranks, algorithm=algorithm, cost=cost, origin=origin)
             phases[name] = PhaseResult(name, seg, lengths, origin, target, cost, algorithm)
+        cost, algorithm = self.orchestrator.policy("llm")
         lengths = meta.sample_tokens()
-        target = mmbal.balance(lengths, meta.ranks, algorithm=self.llm_algorithm, cost=self.llm_cost, origin=meta.sample_rank)
-        phases["llm"] = PhaseResult("llm", np.arange(meta.samples, dtype=np.int64), lengths, meta.sample_rank, target, self.llm_cost, self.llm_algorithm)
+        target = mmbal.balance(lengths, meta.ranks, algorithm=algorithm, cost=cost, origin=meta.sample_rank)
+        phases["llm"] = PhaseResult("llm", np.arange(meta.samples, dtype=np.int64), lengths, meta.sample_rank, target, cost, algorithm)
         return StepPlan(meta, self.modalities, phases, rank, self.group)
 
 

@@ -78,8 +78,12 @@ def bad_metadata_worker(rank, ranks):
         mt.gather_metadata({"samples": 1})
     with pytest.raises(mmbal.Error, match="modalities\\[0\\] must be 'text'"):
         mt.StepBalancer(modalities=("image",))
-    with pytest.raises(mmbal.Error, match="encoder_policies names modality 'audio'"):
-        mt.StepBalancer(modalities=("text", "image"), encoder_policies={"audio": ("lpt", "tokens")})
+    with pytest.raises(mmbal.Error, match="policies names phase 'audio'"):
+        mt.StepBalancer(modalities=("text", "image"), policies={"audio": ("tokens", "lpt")})
+    with pytest.raises(mmbal.Error, match="engine = 'fast'"):
+        mt.StepBalancer(engine="fast")
+    with pytest.raises(mmbal.Error):  # the orchestrator rejects a spec that does not parse
+        mt.StepBalancer(modalities=("text", "image"), policies={"image": ("tokens:oops=1", "lpt")})
     # still in step: a good plan works, and its moves check sizes
     plan = balancer.plan(mt.LocalMetadata(**good))
     with pytest.raises(mmbal.Error, match="sizes has 3 entries but the phase has 8 items"):

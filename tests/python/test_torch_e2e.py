@@ -17,8 +17,10 @@ SOURCE_DIR = pathlib.Path(os.environ.get("MMBAL_SOURCE_DIR", pathlib.Path(__file
 EXAMPLE = SOURCE_DIR / "examples" / "torch_step" / "train.py"
 
 
-def test_balanced_step_equals_unbalanced_step_on_4_gloo_processes():
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--ranks", "4", "--steps", "3", "--check"], capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("engine", ["orchestrator", "python"])
+def test_balanced_step_equals_unbalanced_step_on_4_gloo_processes(engine):
+    cmd = [sys.executable, str(EXAMPLE), "--ranks", "4", "--steps", "3", "--engine", engine, "--check"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     steps = re.findall(r"^step (\d+): loss ([0-9.]+) \(balanced ([0-9.]+)\); worst relative difference ([0-9.e+-]+)", out, re.M)

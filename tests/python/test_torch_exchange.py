@@ -146,11 +146,24 @@ def test_metadata_gather_grows_capacity_consistently():
     assert caps[0][0] > 8
 
 
-def balancer_worker(rank, ranks):
-    balancer = mt.StepBalancer(modalities=("text", "image", "audio"), llm_cost="attention:alpha=1,beta=0.01", encoder_policies={"audio": ("lpt", "attention:alpha=1,beta=0.1")})
+def same_plan(a, b):
+    return (list(a.send_splits) == list(b.send_splits) and list(a.recv_splits) == list(b.recv_splits)
+            and np.array_equal(a.pack_index, b.pack_index) and np.array_equal(a.unpack_index, b.unpack_index))
+
+
+def balancer_worker(rank, ranks, engine):
+    policies = {"llm": ("attention:alpha=1,beta=0.01", "lpt"), "audio": ("attention:alpha=1,beta=0.1", "lpt")}
+    balancer = mt.StepBalancer(modalities=("text", "image", "audio"), policies=policies, engine=engine)
     for seed in range(3):
         segs = local_meta(seed + 10, rank)
         plan = balancer.plan(mt.LocalMetadata.from_samples(segs))
+        if engine == "orchestrator":
+            # the NumPy composition over the orchestrator's targets gives its composed plans
+            reference = mt.StepPlan(plan.meta, plan.modalities, plan.phases, rank, None)
+            for name in [n for n in plan.phases if n != "llm"]:
+                assert same_plan(plan.composed_plan(name), reference.composed_plan(name)), name
+                assert same_plan(plan.encoder_plan(name), reference.encoder_plan(name)), name
+            assert same_plan(plan.llm_plan(), reference.llm_plan())
         meta = plan.meta
         lo = int(meta.rank_offsets[rank])
         # encode every value as (global segment id, row) to check placements exactly
@@ -184,5 +197,6 @@ def balancer_worker(rank, ranks):
     return True
 
 
-def test_step_balancer_moves_every_row_to_its_place():
-    assert torch_harness.run(balancer_worker, 4) == [True] * 4
+@pytest.mark.parametrize("engine", mt.StepBalancer.ENGINES)
+def test_step_balancer_moves_every_row_to_its_place(engine):
+    assert torch_harness.run(balancer_worker, 4, engine) == [True] * 4
