@@ -64,50 +64,88 @@ def _group_rank_and_size(group) -> Tuple[int, int]:
     return rank, size
 
 
-def _check_plan(x, plan, group, where: str) -> None:
+class _Prepared:
+    """What one plan needs at every call, converted once: split lists, index tensors (None
+    when the order is the identity), and the inverse plan (for backward), built lazily."""
+
+    __slots__ = ("plan", "rank", "ranks", "source_rows", "send_splits", "recv_splits", "pack", "unpack", "_inverse")
+
+    def __init__(self, plan):
+        self.plan = plan  # keeps the plan alive, so its id() stays unique while cached
+        self.rank = int(plan.rank)
+        self.ranks = int(plan.ranks)
+        self.source_rows = int(plan.source_rows)
+        self.send_splits = [int(v) for v in plan.send_splits]
+        self.recv_splits = [int(v) for v in plan.recv_splits]
+        self.pack = _index_tensor(plan.pack_index)
+        self.unpack = _index_tensor(plan.unpack_index)
+        self._inverse = None
+
+    def inverse(self) -> "_Prepared":
+        if self._inverse is None:
+            self._inverse = _Prepared(self.plan.inverse())
+        return self._inverse
+
+
+def _index_tensor(index) -> Optional[torch.Tensor]:
+    a = np.ascontiguousarray(index, dtype=np.int64)
+    if np.array_equal(a, np.arange(a.shape[0], dtype=np.int64)):
+        return None
+    return torch.from_numpy(a)
+
+
+# id(plan) -> _Prepared, most recent last; bounded (a step uses a handful of plans).
+_PREPARED: "Dict[int, _Prepared]" = {}
+_PREPARED_MAX = 64
+
+
+def _prepare(plan, where: str) -> _Prepared:
+    hit = _PREPARED.pop(id(plan), None)
+    if hit is None or hit.plan is not plan:
+        for attr in ("rank", "ranks", "send_splits", "recv_splits", "source_rows", "pack_index", "unpack_index", "inverse"):
+            if not hasattr(plan, attr):
+                raise mmbal.Error(f"{where}: plan ({type(plan).__name__}) has no attribute '{attr}' (need mmbal.AllToAllPlan)")
+        hit = _Prepared(plan)
+    _PREPARED[id(plan)] = hit
+    while len(_PREPARED) > _PREPARED_MAX:
+        del _PREPARED[next(iter(_PREPARED))]
+    return hit
+
+
+def _check_plan(x, plan, group, where: str) -> _Prepared:
     """Every check :func:`exchange` makes before its collective (raises :class:`mmbal.Error`)."""
     if not isinstance(x, torch.Tensor):
         raise mmbal.Error(f"{where}: x must be a torch.Tensor, got {type(x).__name__}")
-    for attr in ("rank", "ranks", "send_splits", "recv_splits", "source_rows", "pack_index", "unpack_index"):
-        if not hasattr(plan, attr):
-            raise mmbal.Error(f"{where}: plan ({type(plan).__name__}) has no attribute '{attr}' (need mmbal.AllToAllPlan)")
+    prep = _prepare(plan, where)
     rank, size = _group_rank_and_size(group)
-    if int(plan.ranks) != size:
-        raise mmbal.Error(f"{where}: plan.ranks = {int(plan.ranks)} but the group has {size} ranks")
-    if int(plan.rank) != rank:
-        raise mmbal.Error(f"{where}: plan.rank = {int(plan.rank)} but this process is rank {rank} in the group")
+    if prep.ranks != size:
+        raise mmbal.Error(f"{where}: plan.ranks = {prep.ranks} but the group has {size} ranks")
+    if prep.rank != rank:
+        raise mmbal.Error(f"{where}: plan.rank = {prep.rank} but this process is rank {rank} in the group")
     if x.dim() == 0:
         raise mmbal.Error(f"{where}: x must have at least one dimension (rows along dim 0), got a 0-d tensor")
-    if x.shape[0] != int(plan.source_rows):
-        raise mmbal.Error(
-            f"{where}: x has {x.shape[0]} rows (dim 0) but the plan expects source_rows = {int(plan.source_rows)} on rank {rank}"
-        )
+    if x.shape[0] != prep.source_rows:
+        raise mmbal.Error(f"{where}: x has {x.shape[0]} rows (dim 0) but the plan expects source_rows = {prep.source_rows} on rank {rank}")
     if x.is_complex():
         raise mmbal.Error(f"{where}: complex dtype {x.dtype} is not supported (move torch.view_as_real(x))")
+    return prep
 
 
-def _is_identity(index: np.ndarray) -> bool:
-    return bool(np.array_equal(index, np.arange(index.shape[0], dtype=index.dtype)))
-
-
-def _exchange_rows(x: torch.Tensor, plan, group) -> torch.Tensor:
+def _exchange_rows(x: torch.Tensor, prep: _Prepared, group) -> torch.Tensor:
     """The collective itself (no autograd, checks done): pack, all_to_all_single, unpack."""
     x = x.contiguous()
     dtype = x.dtype
     wire = _BIT_VIEWS.get(dtype)
     if wire is not None:
         x = x.view(wire)
-    pack = np.asarray(plan.pack_index)
-    unpack = np.asarray(plan.unpack_index)
-    # Skip the gather copies when the plan keeps the order (e.g. a rank sending everything to
-    # one peer in slot order): memory is then exactly input + output.
-    send = x if _is_identity(pack) else x.index_select(0, torch.from_numpy(pack.astype(np.int64, copy=False)))
-    recv_splits = [int(s) for s in plan.recv_splits]
-    send_splits = [int(s) for s in plan.send_splits]
-    recv = torch.empty((sum(recv_splits),) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
-    dist.all_to_all_single(recv, send, output_split_sizes=recv_splits, input_split_sizes=send_splits, group=group)
+    # The gathers are skipped when the plan keeps the order (e.g. a rank sending everything
+    # to one peer in slot order): memory is then exactly input + output. Advanced indexing,
+    # not index_select: on CPU (torch 1.13) x[index] copies rows faster.
+    send = x if prep.pack is None else x[prep.pack]
+    recv = torch.empty((sum(prep.recv_splits),) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    dist.all_to_all_single(recv, send, output_split_sizes=prep.recv_splits, input_split_sizes=prep.send_splits, group=group)
     del send
-    out = recv if _is_identity(unpack) else recv.index_select(0, torch.from_numpy(unpack.astype(np.int64, copy=False)))
+    out = recv if prep.unpack is None else recv[prep.unpack]
     if wire is not None:
         out = out.view(dtype)
     return out
@@ -115,16 +153,14 @@ def _exchange_rows(x: torch.Tensor, plan, group) -> torch.Tensor:
 
 class _Exchange(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, plan, group):  # type: ignore[override]
-        ctx.plan = plan
+    def forward(ctx, x, prep, group):  # type: ignore[override]
+        ctx.prep = prep
         ctx.group = group
-        out = _exchange_rows(x, plan, group)
-        return out
+        return _exchange_rows(x, prep, group)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        inverse = ctx.plan.inverse()
-        return _exchange_rows(grad, inverse, ctx.group), None, None
+        return _exchange_rows(grad, ctx.prep.inverse(), ctx.group), None, None
 
 
 def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
@@ -151,13 +187,14 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
     as uint8 / float16 / float16 views. Complex tensors: pass ``torch.view_as_real(x)``.
     Zero-row items, uneven splits and ranks that send or receive nothing are fine.
 
-    Memory: input + send buffer + receive buffer + output, each skipped when the pack or unpack
-    order is the identity; O(rows) for the index arrays. Time: two row gathers plus the
-    collective.
+    Memory: input + send buffer (= input) + receive buffer + output (= received), the send
+    buffer and output skipped when the pack or unpack order is the identity; O(rows) for the
+    index arrays, converted once per plan (the 64 most recent plans are kept). Time: two row
+    gathers plus the collective (bench/python/bench_exchange.py).
     @see OrchMLLM §5.2 (all-to-all communicator).
     """
-    _check_plan(x, plan, group, "mmbal.torch.exchange")
-    return _Exchange.apply(x, plan, group)
+    prep = _check_plan(x, plan, group, "mmbal.torch.exchange")
+    return _Exchange.apply(x, prep, group)
 
 
 # --------------------------------------------------------------------------------------------
