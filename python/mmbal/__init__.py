@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _core
-from ._core import AllToAllPlan, Error, Workload
+from ._core import AllToAllPlan, BitfieldMask, Error, Workload
 
 __all__ = [
     "Error",
@@ -32,6 +32,11 @@ __all__ = [
     "Workload",
     "Orchestrator",
     "Orchestration",
+    "ISFResult",
+    "isf",
+    "distribute_tokens",
+    "BitfieldMask",
+    "bitfield_mask",
 ]
 
 _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
@@ -320,3 +325,116 @@ class Orchestrator:
         if not isinstance(workload, Workload):
             raise Error(f"Orchestrator.plan: expected an mmbal.Workload, got {type(workload).__name__}")
         return Orchestration(self._core.plan(workload))
+
+
+class ISFResult:
+    """The output of :func:`isf`.
+
+    Attributes:
+        groups: list of int64 arrays, the sample indices of every group, in ISF's order (groups
+            kept by round 1..T in draw order, then the final-pass groups, then one group per
+            oversize singleton; the last two blocks sorted by descending load with
+            ``sort_tail``). Deal consecutive groups to the ranks of a step.
+        members, offsets: the same as flat int64 arrays: group g is
+            ``members[offsets[g]:offsets[g + 1]]``.
+        singletons: int64, oversize samples (each alone in one of the last groups), ascending.
+        dropped: int64, samples in no group (only with ``oversize="drop"`` or ``drop_unfilled``).
+        stats: dict with the resolved thresholds (qv, qt, qv_target, qt_target), iterations_run,
+            kept_per_iteration, leftover_samples, final_groups.
+    """
+
+    __slots__ = ("members", "offsets", "singletons", "dropped", "stats")
+
+    def __init__(self, members, offsets, singletons, dropped, stats):
+        self.members, self.offsets, self.singletons, self.dropped, self.stats = (
+            members, offsets, singletons, dropped, stats)
+
+    @property
+    def groups(self) -> list:
+        return _np.split(self.members, self.offsets[1:-1]) if len(self.offsets) > 1 else []
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return f"ISFResult(groups={len(self)}, singletons={len(self.singletons)}, dropped={len(self.dropped)})"
+
+
+def isf(vision, text, *, qv, qt, qv_target=None, qt_target=None, iterations=10, seed=0, oversize="singleton",
+        drop_unfilled=False, sort_tail=True) -> ISFResult:
+    """OmniBal's Iterative Sampling and Filtering: balanced dynamic mini-batches whose vision
+    size and LLM tokens both stay within a band, so every device of a step gets similar ViT and
+    LLM loads.
+
+    Args:
+        vision: per-sample vision size (images or vision tokens; integers in [0, 2**32 - 1]).
+        text: per-sample LLM tokens (same length as ``vision``).
+        qv, qt: caps per group (Qv, Qt; > 0).
+        qv_target, qt_target: Qv' (default Qv) and Qt' (default Qt - 128, or Qt when Qt <= 128);
+            a round keeps groups with sum(v) >= Qv' or sum(t) >= Qt'.
+        iterations: T sampling+filtering rounds (default 10; 0 = final pass only).
+        seed: shuffle seed (the same seed gives the same groups on every rank).
+        oversize: a sample alone above a cap: ``"singleton"`` (own group, default),
+            ``"reject"`` (raise :class:`Error`) or ``"drop"``.
+        drop_unfilled: drop final-pass groups that miss both targets.
+        sort_tail: order the final-pass groups and the singletons by descending load.
+
+    Guarantees: every group except oversize singletons has sum(v) <= Qv and sum(t) <= Qt;
+    every sample is in exactly one group or in ``dropped``. Complexity O(n (T + 1)).
+    @see OmniBal 4.1, Alg. 1.
+    """
+    return ISFResult(*_core.isf(vision, text, qv, qt, qv_target, qt_target, iterations, seed, oversize,
+                                bool(drop_unfilled), bool(sort_tail)))
+
+
+def distribute_tokens(workloads, ranks, *, tokens=None, block=128, distributor="lpt", seed=0) -> dict:
+    """Context-parallel token distribution: blocks of ``block`` consecutive tokens dealt to the
+    ``ranks`` ranks of a CP group.
+
+    Args:
+        workloads: a :class:`BitfieldMask` (its exact per-block workloads are used and
+            ``tokens`` = its size), or per-block workloads (integers >= 0, one per block of
+            ``block`` tokens; then ``tokens`` is required and must give ceil(tokens/block) blocks).
+        ranks: CP group size G (>= 1).
+        distributor: ``"lpt"`` (workload-balanced, Cornstarch 4.3.2; default), ``"zigzag"``,
+            ``"contiguous"`` (ring attention) or ``"random"`` (uses ``seed``).
+
+    Returns:
+        dict: ``rank_of_block`` (int32 per block), ``rank_tokens``, ``rank_workloads`` (int64 per
+        rank), ``total_workload``, ``max_over_mean``, ``token_indices`` (per rank, the int64
+        positions it holds, ascending), ``tokens``, ``block``, ``ranks``.
+
+    Raises:
+        Error: G = 0, block = 0, a block count that does not match, an unknown distributor.
+    """
+    if isinstance(workloads, BitfieldMask):
+        if tokens is not None and tokens != workloads.size:
+            raise Error(f"distribute_tokens: tokens = {tokens} but the mask has {workloads.size} tokens")
+        tokens = workloads.size
+        workloads = workloads.block_workloads(block)
+    elif tokens is None:
+        raise Error("distribute_tokens: tokens= is required with per-block workloads")
+    if not isinstance(distributor, str):
+        raise Error(f"distribute_tokens: distributor must be a name, got {distributor!r}")
+    return _core.distribute_tokens(workloads, tokens, ranks, block, distributor, seed)
+
+
+def bitfield_mask(workload, samples=None, *, assign="modality", layout="embedded") -> BitfieldMask:
+    """The bitfield attention mask of a workload's samples packed as consecutive documents.
+
+    Args:
+        workload: a :class:`Workload`.
+        samples: the sample indices to pack, in order (default: all, in workload order) -- e.g.
+            the samples the LLM phase put on this rank, in slot order.
+        assign: ``"modality"`` (one bit per modality: the spans of a modality in a document
+            attend each other) or ``"span"`` (one bit per span: a span attends only itself).
+        layout: ``"embedded"`` (EE/MP: encoder outputs where they sit in the sequence) or
+            ``"prefixed"`` (EP: encoder outputs first, then the text).
+
+    Text tokens attend every earlier token of their document and themselves; modality tokens
+    attend their span (or modality) bidirectionally. Export for FlexAttention with
+    :meth:`BitfieldMask.block_mask`. O(T + segments). @see Cornstarch 4.3.1.
+    """
+    if not isinstance(workload, Workload):
+        raise Error(f"bitfield_mask: expected an mmbal.Workload, got {type(workload).__name__}")
+    return _core.bitfield_mask(workload, samples, assign, layout)

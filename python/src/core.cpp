@@ -18,14 +18,20 @@
 #include "balanced_partitions.hpp"
 
 #include <mmbal/balance/spec.hpp>
+#include <mmbal/context/distribute.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/cost/spec.hpp>
+#include <mmbal/mask/bitfield.hpp>
+#include <mmbal/mask/block_mask.hpp>
+#include <mmbal/mask/dense.hpp>
+#include <mmbal/mask/workloads.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/sampling/isf.hpp>
 #include <mmbal/workload/sample.hpp>
 
 #include <chrono>
@@ -708,6 +714,191 @@ struct py_orchestrator {
   }
 };
 
+// ------------------------------------------------------------------ ISF, CP distribution, masks
+
+py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, py::handle qv_target,
+              py::handle qt_target, py::handle iterations, py::handle seed, const std::string& oversize,
+              bool drop_unfilled, bool sort_tail) {
+  const lengths_view v(vision, "vision", u32_max);
+  const lengths_view t(text, "text", u32_max);
+  if (v.size() != t.size()) throw_invalid("vision has ", v.size(), " entries but text has ", t.size());
+  mmbal::sampling::isf_options o;
+  o.qv = positive_count(qv, "qv");
+  o.qt = positive_count(qt, "qt");
+  if (!qv_target.is_none()) o.qv_target = rank_index(qv_target, "qv_target", o.qv + 1);
+  if (!qt_target.is_none()) o.qt_target = rank_index(qt_target, "qt_target", o.qt + 1);
+  o.iterations = rank_index(iterations, "iterations", 1u << 20);
+  o.seed = seed.cast<py::int_>().cast<std::uint64_t>();
+  using policy = mmbal::sampling::oversize_policy;
+  if (oversize == "singleton")
+    o.oversize = policy::singleton;
+  else if (oversize == "reject")
+    o.oversize = policy::reject;
+  else if (oversize == "drop")
+    o.oversize = policy::drop;
+  else
+    throw_invalid("oversize = '", oversize, "' (expected 'singleton', 'reject' or 'drop')");
+  o.drop_unfilled = drop_unfilled;
+  o.sort_tail = sort_tail;
+  mmbal::sampling::isf_result r;
+  {
+    py::gil_scoped_release unlocked;
+    r = mmbal::sampling::isf(v.values, t.values, o);
+  }
+  std::vector<std::int64_t> members(r.groups.members.begin(), r.groups.members.end());
+  std::vector<std::int64_t> offsets(r.groups.offsets.begin(), r.groups.offsets.end());
+  std::vector<std::int64_t> singletons(r.singletons.begin(), r.singletons.end());
+  std::vector<std::int64_t> dropped(r.dropped.begin(), r.dropped.end());
+  py::dict stats;
+  const auto& q = r.stats.thresholds;
+  stats["qv"] = q.qv;
+  stats["qt"] = q.qt;
+  stats["qv_target"] = q.qv_target;
+  stats["qt_target"] = q.qt_target;
+  stats["iterations_run"] = r.stats.iterations_run;
+  stats["kept_per_iteration"] = r.stats.kept_per_iteration;
+  stats["leftover_samples"] = r.stats.leftover_samples;
+  stats["final_groups"] = r.stats.final_groups;
+  return py::make_tuple(to_numpy(std::move(members)), to_numpy(std::move(offsets)), to_numpy(std::move(singletons)),
+                        to_numpy(std::move(dropped)), stats);
+}
+
+py::dict distribution_dict(const mmbal::token_distribution& d) {
+  py::dict out;
+  out["tokens"] = d.tokens;
+  out["block"] = d.block;
+  out["ranks"] = d.ranks;
+  std::vector<std::int32_t> rank_of_block(d.rank_of_block.begin(), d.rank_of_block.end());
+  std::vector<std::int64_t> rank_tokens(d.rank_tokens.begin(), d.rank_tokens.end());
+  std::vector<std::int64_t> rank_workloads(d.rank_workloads.begin(), d.rank_workloads.end());
+  out["rank_of_block"] = to_numpy(std::move(rank_of_block));
+  out["rank_tokens"] = to_numpy(std::move(rank_tokens));
+  out["rank_workloads"] = to_numpy(std::move(rank_workloads));
+  out["total_workload"] = d.total_workload;
+  out["max_over_mean"] = d.max_over_mean();
+  py::list indices;
+  for (mmbal::rank_t r = 0; r < d.ranks; ++r) {
+    std::vector<std::uint64_t> idx = d.token_indices(r);
+    indices.append(to_numpy(std::vector<std::int64_t>(idx.begin(), idx.end())));
+  }
+  out["token_indices"] = indices;
+  return out;
+}
+
+py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
+                           const std::string& distributor, py::handle seed) {
+  const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
+  const std::uint64_t t = tokens.cast<py::int_>().cast<std::uint64_t>();
+  const mmbal::rank_t g = positive_count(ranks, "ranks");
+  const std::uint32_t b = positive_count(block, "block");
+  const mmbal::any_distributor d = mmbal::parse_distributor(distributor, seed.cast<py::int_>().cast<std::uint64_t>());
+  mmbal::token_distribution out;
+  {
+    py::gil_scoped_release unlocked;
+    out = mmbal::distribute_tokens(w.values, t, b, g, d);
+  }
+  return distribution_dict(out);
+}
+
+/// A bitfield attention mask (see the `BitfieldMask` docstring below).
+struct py_mask {
+  mmbal::bitfield_mask mask;
+
+  [[nodiscard]] py::array_t<std::uint64_t> bits() const {
+    // A NumPy-owned copy (the mask keeps its own buffer).
+    return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(mask.size()), mask.bits().data());
+  }
+  [[nodiscard]] py::array_t<std::int64_t> documents() const {
+    return to_numpy(std::vector<std::int64_t>(mask.documents().begin(), mask.documents().end()));
+  }
+  [[nodiscard]] py::array_t<std::int64_t> token_workloads() const {
+    std::vector<std::uint32_t> w;
+    {
+      py::gil_scoped_release unlocked;
+      w = mmbal::token_workloads(mask);
+    }
+    return to_numpy(std::vector<std::int64_t>(w.begin(), w.end()));
+  }
+  [[nodiscard]] py::array_t<std::int64_t> block_workloads(py::handle block) const {
+    const std::uint32_t b = positive_count(block, "block");
+    std::vector<std::uint64_t> w;
+    {
+      py::gil_scoped_release unlocked;
+      w = mmbal::block_workloads(mask, b);
+    }
+    return to_numpy(std::vector<std::int64_t>(w.begin(), w.end()));
+  }
+  [[nodiscard]] py::array dense() const {
+    std::vector<std::uint8_t> d = mmbal::dense_mask(mask);
+    const auto n = static_cast<py::ssize_t>(mask.size());
+    return to_numpy(std::move(d)).attr("view")("bool").attr("reshape")(n, n);
+  }
+  [[nodiscard]] py::dict block_mask(py::handle q_block, py::handle kv_block) const {
+    const std::uint32_t qb = positive_count(q_block, "q_block"), kb = positive_count(kv_block, "kv_block");
+    mmbal::block_mask m;
+    {
+      py::gil_scoped_release unlocked;
+      m = mmbal::make_block_mask(mask, qb, kb);
+    }
+    // FlexAttention's BlockMask.from_kv_blocks layout: int32, (B=1, H=1, rows[, cols]).
+    auto shaped = [](const std::vector<std::uint32_t>& v, std::uint32_t rows, std::int64_t cols) {
+      py::array a = to_numpy(std::vector<std::int32_t>(v.begin(), v.end()));
+      return cols < 0 ? a.attr("reshape")(1, 1, rows) : a.attr("reshape")(1, 1, rows, cols);
+    };
+    py::dict out;
+    out["kv_num_blocks"] = shaped(m.kv_num_blocks, m.num_q_blocks, -1);
+    out["kv_indices"] = shaped(m.kv_indices, m.num_q_blocks, m.num_kv_blocks);
+    out["full_kv_num_blocks"] = shaped(m.full_kv_num_blocks, m.num_q_blocks, -1);
+    out["full_kv_indices"] = shaped(m.full_kv_indices, m.num_q_blocks, m.num_kv_blocks);
+    out["q_num_blocks"] = shaped(m.q_num_blocks, m.num_kv_blocks, -1);
+    out["q_indices"] = shaped(m.q_indices, m.num_kv_blocks, m.num_q_blocks);
+    out["full_q_num_blocks"] = shaped(m.full_q_num_blocks, m.num_kv_blocks, -1);
+    out["full_q_indices"] = shaped(m.full_q_indices, m.num_kv_blocks, m.num_q_blocks);
+    out["block_size"] = py::make_tuple(m.q_block_size, m.kv_block_size);
+    out["seq_lengths"] = py::make_tuple(mask.size(), mask.size());
+    return out;
+  }
+};
+
+py_mask mask_from_bits(py::handle bits, py::handle documents) {
+  const u64_view b(bits, "bits", std::numeric_limits<std::uint64_t>::max());
+  const unsigned_view<std::uint32_t> d(documents, "documents", u32_max);
+  return py_mask{mmbal::bitfield_mask({b.values.begin(), b.values.end()}, {d.values.begin(), d.values.end()})};
+}
+
+py_mask mask_of_workload(const py_workload& w, py::handle samples, const std::string& assign,
+                         const std::string& layout) {
+  mmbal::bit_assignment a{};
+  if (assign == "modality")
+    a = mmbal::bit_assignment::modality;
+  else if (assign == "span")
+    a = mmbal::bit_assignment::span;
+  else
+    throw_invalid("assign = '", assign, "' (expected 'modality' or 'span')");
+  mmbal::span_layout l{};
+  if (layout == "embedded")
+    l = mmbal::span_layout::embedded;
+  else if (layout == "prefixed")
+    l = mmbal::span_layout::prefixed;
+  else
+    throw_invalid("layout = '", layout, "' (expected 'embedded' or 'prefixed')");
+  std::vector<mmbal::sample> chosen;
+  if (samples.is_none()) {
+    chosen = w.w.samples;
+  } else {
+    const unsigned_view<std::uint32_t> s(samples, "samples",
+                                         w.w.samples.empty() ? 0 : w.w.samples.size() - std::uint64_t{1});
+    if (w.w.samples.empty() && s.size() > 0) throw_invalid("samples: the workload has no samples");
+    for (std::uint32_t i : s.values) chosen.push_back(w.w.samples[i]);
+  }
+  py_mask out;
+  {
+    py::gil_scoped_release unlocked;
+    out.mask = mmbal::build_bitfield_mask(std::span<const mmbal::sample>(chosen), a, l);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -823,6 +1014,42 @@ length). Source layout of every phase: on each rank its items in ascending item 
            py::arg("sizes") = py::none(), "Forward AllToAllPlan of `phase` for `rank`; sizes[i] rows for item i.")
       .def("composed_plan", &py_orchestration::composed_plan, py::arg("modality"), py::arg("rank"),
            py::arg("sizes") = py::none(), "Composed encoder->LLM AllToAllPlan of `modality` for `rank`.");
+
+  m.def("isf", &isf, py::arg("vision"), py::arg("text"), py::arg("qv"), py::arg("qt"), py::arg("qv_target"),
+        py::arg("qt_target"), py::arg("iterations"), py::arg("seed"), py::arg("oversize"), py::arg("drop_unfilled"),
+        py::arg("sort_tail"), "OmniBal ISF; returns (members, offsets, singletons, dropped, stats). See mmbal.isf.");
+  m.def("distribute_tokens", &distribute_tokens, py::arg("block_workloads"), py::arg("tokens"), py::arg("ranks"),
+        py::arg("block"), py::arg("distributor"), py::arg("seed"),
+        "Context-parallel token distribution; returns a dict. See mmbal.distribute_tokens.");
+
+  py::class_<py_mask>(m, "BitfieldMask", R"doc(A bitfield attention mask over a packed sequence of T tokens.
+
+Token t has a 64-bit pattern bits[t] (bit 0 text, bits 1..61 modality, bit 62 causal) and a
+document id documents[t] (non-decreasing); tokens of different documents never attend. Build it
+with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, documents).
+@see Cornstarch 4.3.1.)doc")
+      .def_static("from_bits", &mask_from_bits, py::arg("bits"), py::arg("documents"),
+                  "A mask from per-token bit patterns and document ids (validated).")
+      .def_property_readonly("size", [](const py_mask& m) { return m.mask.size(); })
+      .def_property_readonly("document_count", [](const py_mask& m) { return m.mask.document_count(); })
+      .def_property_readonly("bits", &py_mask::bits, "uint64 per token.")
+      .def_property_readonly("documents", &py_mask::documents, "int64 document id per token.")
+      .def(
+          "attends",
+          [](const py_mask& m, py::handle q, py::handle k) {
+            return m.mask.attends(rank_index(q, "q", m.mask.size()), rank_index(k, "k", m.mask.size()));
+          },
+          py::arg("q"), py::arg("k"), "Whether query token q attends key token k.")
+      .def("token_workloads", &py_mask::token_workloads, "int64 per token: keys it attends (row sums).")
+      .def("block_workloads", &py_mask::block_workloads, py::arg("block") = 128,
+           "int64 per block of `block` tokens: attended pairs of its queries (exact, no dense mask).")
+      .def("dense", &py_mask::dense, "The T x T bool matrix (row = query); T <= 32768.")
+      .def("block_mask", &py_mask::block_mask, py::arg("q_block") = 128, py::arg("kv_block") = 128,
+           "FlexAttention BlockMask arrays (int32, batch and head dims of 1): kv_num_blocks (1,1,Q), kv_indices "
+           "(1,1,Q,K), full_kv_num_blocks, full_kv_indices, q_num_blocks (1,1,K), q_indices (1,1,K,Q), "
+           "full_q_num_blocks, full_q_indices; plus block_size and seq_lengths.");
+  m.def("bitfield_mask", &mask_of_workload, py::arg("workload"), py::arg("samples"), py::arg("assign"),
+        py::arg("layout"), "The mask of the workload's samples packed as documents. See mmbal.bitfield_mask.");
 
   py::class_<py_orchestrator>(m, "Orchestrator", "The multi-phase orchestrator (see mmbal.Orchestrator).")
       .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, bool>(), py::arg("ranks"),

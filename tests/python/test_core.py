@@ -268,3 +268,48 @@ def test_torch_tensors_are_accepted():
     np.testing.assert_array_equal(a.rank, b.rank)
     with pytest.raises(mmbal.Error, match="lengths: expected integers, got dtype float32"):
         mmbal.balance(torch.tensor([1.0, 2.0]), 2)
+
+
+# ------------------------------------------------------------------ module plumbing
+
+
+def test_results_own_their_cpp_buffers():
+    a = mmbal.balance(np.arange(100, dtype=np.int32), 4)
+    for arr in (a.rank, a.slot, a.loads):
+        assert type(arr.base).__name__ == "PyCapsule"  # the C++ vector, no copy
+    p = mmbal.alltoall_plan(np.zeros(100, dtype=np.int64), a, np.ones(100, dtype=np.int64), 0)
+    assert type(p.pack_index.base).__name__ == "PyCapsule"
+
+
+def test_concurrent_calls_from_threads_agree():
+    import threading
+
+    lengths = np.random.default_rng(0).integers(0, 5000, 20000)
+    want = mmbal.balance(lengths, 16, algorithm="lpt+refine")
+    results = [None] * 4
+
+    def work(i):
+        results[i] = mmbal.balance(lengths, 16, algorithm="lpt+refine")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r.rank, want.rank)
+        np.testing.assert_array_equal(r.slot, want.slot)
+
+
+def test_stub_lists_every_public_name_of_the_module():
+    import ast
+    import os
+
+    stub = os.path.join(os.path.dirname(mmbal.__file__), "_core.pyi")
+    tree = ast.parse(open(stub).read())
+    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    public = {n for n in dir(mmbal._core) if not n.startswith("_")}
+    assert public == stubbed
+    assert os.path.exists(os.path.join(os.path.dirname(mmbal.__file__), "py.typed"))
+    for name in mmbal.__all__:
+        assert getattr(mmbal, name).__doc__, name
