@@ -904,9 +904,11 @@ class TokenBudgetSampler(_RankBatchSampler):
 class ISFSampler(_RankBatchSampler):
     """Batch sampler by OmniBal's Iterative Sampling and Filtering: groups whose vision size
     (≤ ``qv``) and LLM tokens (≤ ``qt``) both stay in a narrow band, dealt to the ranks with
-    :func:`deal_groups` (same guarantees as :class:`TokenBudgetSampler`). The grouping is
-    ``mmbal``'s ISF binding with seed derived from ``(seed, epoch)``; extra keyword arguments
-    go to it (e.g. ``iterations``).
+    :func:`deal_groups` (same guarantees as :class:`TokenBudgetSampler`). ``vision``: per
+    sample vision size (images or vision tokens); ``text``: per sample LLM tokens (the whole
+    sequence). The grouping is :func:`mmbal.isf` with a seed derived from ``(seed, epoch)``;
+    extra keyword arguments go to it (``iterations``, ``qv_target``, ``qt_target``,
+    ``sort_tail``; the options that drop samples are refused). O(n (T + 1)) per epoch.
     @see OmniBal §4.1, Alg. 1.
     """
 
@@ -918,13 +920,23 @@ class ISFSampler(_RankBatchSampler):
         if self.vision.shape[0] != self.text.shape[0]:
             raise mmbal.Error(f"{where}: vision has {self.vision.shape[0]} samples but text has {self.text.shape[0]}")
         self.qv, self.qt = qv, qt
+        for key, lossy in (("oversize", "drop"), ("drop_unfilled", True)):
+            if isf_options.get(key) == lossy:
+                raise mmbal.Error(f"{where}: {key}={lossy!r} would drop samples (a sampler loses none); use the defaults")
+        if "seed" in isf_options:
+            raise mmbal.Error(f"{where}: pass seed= to the sampler (each epoch derives ISF's seed from it)")
         self.isf_options = dict(isf_options)
-        self._isf = _find_isf()
+        if not hasattr(mmbal, "isf"):
+            raise mmbal.Error(f"{where}: this mmbal build has no ISF binding (mmbal.isf)")
         # fail now (not at the first epoch) on bad thresholds
         self._global_groups(0)
 
     def _global_groups(self, epoch: int):
-        seed = (self.seed * 1_000_003 + epoch) % (1 << 63)
-        groups = _call_isf(self._isf, self.vision, self.text, self.qv, self.qt, seed, self.isf_options)
+        # One ISF seed per (seed, epoch), identical on every rank.
+        isf_seed = int(np.random.default_rng([self.seed, epoch]).integers(0, 1 << 63))
+        result = mmbal.isf(self.vision, self.text, qv=self.qv, qt=self.qt, seed=isf_seed, **self.isf_options)
+        groups = [g.tolist() for g in result.groups]
+        if sum(len(g) for g in groups) != self.text.shape[0]:  # guaranteed by ISF without drops
+            raise mmbal.Error(f"mmbal.torch.ISFSampler: ISF grouped {sum(len(g) for g in groups)} of {self.text.shape[0]} samples")
         costs = [float(self.text[g].sum()) for g in groups]
         return groups, costs

@@ -132,3 +132,51 @@ def test_deal_groups_merges_and_splits_without_loss():
         n = sum(len(g) for g in groups)
         if n >= ranks:
             assert all(out), "no empty group when there are enough samples"
+
+
+ISF_CASES = [(n, ranks) for n in (0, 1, 5, 64, 300) for ranks in (1, 3, 4)]
+
+
+@pytest.mark.parametrize("n,ranks", ISF_CASES)
+def test_isf_sampler_epoch_properties(n, ranks):
+    rng = np.random.default_rng(n + 7 * ranks)
+    vision = rng.integers(0, 5, n) * (rng.random(n) < 0.7)  # images per sample, some text-only
+    text = rng.integers(20, 400, n)
+    text[:1] = 5000  # an oversize sample: a group of its own
+    for epoch in (0, 1):
+
+        def make(r):
+            s = mt.ISFSampler(vision, text, 8, 1024, num_replicas=ranks, rank=r, seed=3)
+            s.set_epoch(epoch)
+            return s
+
+        per_rank = epoch_batches(make, ranks)
+        check_epoch(per_rank, n)
+        # the caps hold except for oversize singletons and <= ranks-1 merged groups
+        over = [b for batches in per_rank for b in batches if len(b) > 1 and (vision[b].sum() > 8 or text[b].sum() > 1024)]
+        assert len(over) <= ranks - 1
+    a, b = make(0), make(0)
+    a.set_epoch(0)
+    b.set_epoch(1)
+    if n > 5:
+        assert list(a) != list(b), "epochs reshuffle"
+
+
+def test_isf_sampler_resumes_and_refuses_lossy_options():
+    rng = np.random.default_rng(1)
+    vision, text = rng.integers(0, 6, 200), rng.integers(10, 500, 200)
+    s = mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=1, seed=4)
+    full = list(s)
+    it = iter(s)
+    head = [next(it) for _ in range(3)]
+    fresh = mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=1, seed=4)
+    fresh.load_state_dict(s.state_dict())
+    assert head + list(fresh) == full
+    with pytest.raises(mmbal.Error, match="would drop samples"):
+        mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=0, oversize="drop")
+    with pytest.raises(mmbal.Error, match="would drop samples"):
+        mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=0, drop_unfilled=True)
+    with pytest.raises(mmbal.Error, match="vision has 200 samples but text has 3"):
+        mt.ISFSampler(vision, [1, 2, 3], 10, 2048, num_replicas=2, rank=0)
+    with pytest.raises(mmbal.Error):  # ISF's own check: Qv > 0
+        mt.ISFSampler(vision, text, 0, 2048, num_replicas=2, rank=0)
