@@ -309,9 +309,12 @@ class GlobalMetadata:
         """LLM tokens of every sample (its whole interleaved sequence)."""
         return np.bincount(self.segment_sample, weights=self.segment_tokens, minlength=self.samples).astype(np.int64)
 
-    def workload(self):
-        """This batch as ``mmbal.Workload`` (when the binding exists)."""
-        return mmbal.Workload(self.sample_rank, self.segment_sample, self.segment_modality, self.segment_tokens, self.segment_encoder_len)
+    def workload(self, modalities: Sequence[str] = ("text", "image", "audio", "video")):
+        """This batch as :class:`mmbal.Workload` (modality ids named by ``modalities``)."""
+        if int(self.segment_modality.max(initial=0)) >= len(modalities):
+            raise mmbal.Error(f"mmbal.torch.GlobalMetadata.workload: modality id {int(self.segment_modality.max())} has no name in {list(modalities)}")
+        names = [modalities[m] for m in self.segment_modality.tolist()]
+        return mmbal.Workload(self.sample_rank, self.segment_sample, names, self.segment_tokens, self.segment_encoder_len)
 
 
 _HEADER = 3  # [samples, segments, capacity needed] per rank
@@ -619,7 +622,8 @@ class StepBalancer:
     - ``threads``: planning threads of the orchestrator (default 1: the trainer's cores are
       busy with the model).
 
-    :meth:`plan` is collective (one metadata gather in the steady state, see
+    Construct it after ``init_process_group`` (it reads the group size). :meth:`plan` is
+    collective (one metadata gather in the steady state, see
     :class:`MetadataGatherer`); planning itself is local and deterministic, so every rank
     derives the same global plans (compare ``StepPlan.fingerprint`` across ranks when in
     doubt). Complexity: the partitioner's per phase (lpt: O(n log n)) + O(n log n).
@@ -679,9 +683,7 @@ class StepBalancer:
         return self._plan_python(meta, rank)
 
     def _plan_orchestrator(self, meta: GlobalMetadata, rank: int) -> StepPlan:
-        names = [self.modalities[m] for m in meta.segment_modality.tolist()]
-        workload = mmbal.Workload(meta.sample_rank, meta.segment_sample, names, meta.segment_tokens, meta.segment_encoder_len)
-        orch = self.orchestrator.plan(workload)
+        orch = self.orchestrator.plan(meta.workload(self.modalities))
         phases: Dict[str, PhaseResult] = {}
         for name in orch.phases:
             sample, segment, length = orch.items(name)
