@@ -585,10 +585,21 @@ class StepPlan:
 
     # -- report ------------------------------------------------------------------------------
     @property
-    def fingerprint(self) -> Optional[int]:
-        """The orchestration's 64-bit plan fingerprint (equal on every rank for the same
-        step), or None with the python engine."""
-        return None if self.orchestration is None else int(self.orchestration.fingerprint)
+    def fingerprint(self) -> int:
+        """A 63-bit fingerprint of every phase's placement (equal on every rank for the same
+        step): the orchestration's plan fingerprint, or with the python engine a BLAKE2b hash
+        of the target ranks and slots and the specs."""
+        if self.orchestration is not None:
+            return int(self.orchestration.fingerprint) & ((1 << 63) - 1)
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=8)
+        for name in sorted(self.phases):
+            p = self.phases[name]
+            h.update(f"{name}|{p.cost}|{p.algorithm}|".encode())
+            h.update(np.ascontiguousarray(p.target.rank, dtype=np.int32).tobytes())
+            h.update(np.ascontiguousarray(p.target.slot, dtype=np.int32).tobytes())
+        return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1)
 
     def loads(self, phase: str) -> Tuple[np.ndarray, np.ndarray]:
         """Per-rank cost of ``phase`` under its cost spec: before (where the items are now,
@@ -607,6 +618,18 @@ class StepPlan:
         return before, after
 
 
+def _verify_same_plan(plan: StepPlan, group) -> None:
+    """All-gathers the plan fingerprints; raises on every rank (the same decision everywhere,
+    so nobody is left in a collective) when they differ."""
+    _, size = _group_rank_and_size(group)
+    mine = torch.tensor([plan.fingerprint], dtype=torch.int64)
+    parts = [torch.empty_like(mine) for _ in range(size)]
+    dist.all_gather(parts, mine, group=group)
+    values = [int(t) for t in parts]
+    if len(set(values)) != 1:
+        raise mmbal.Error(f"mmbal.torch.StepBalancer: ranks planned different steps (fingerprints per rank: {[hex(v) for v in values]})")
+
+
 class StepBalancer:
     """What a trainer calls each step: gather metadata, balance every phase, plan the moves.
 
@@ -621,6 +644,9 @@ class StepBalancer:
       fallback). Both give the same row layouts (see :class:`StepPlan`).
     - ``threads``: planning threads of the orchestrator (default 1: the trainer's cores are
       busy with the model).
+    - ``verify``: after planning, all-gather every rank's plan fingerprint (one more small
+      collective) and raise :class:`mmbal.Error` on every rank if they differ (e.g. ranks
+      running different mmbal versions or configurations). Default off.
 
     Construct it after ``init_process_group`` (it reads the group size). :meth:`plan` is
     collective (one metadata gather in the steady state, see
@@ -643,6 +669,7 @@ class StepBalancer:
         relabel: bool = True,
         threads: int = 1,
         metadata_capacity: int = 1024,
+        verify: bool = False,
     ):
         where = "mmbal.torch.StepBalancer"
         modalities = tuple(modalities)
@@ -663,6 +690,7 @@ class StepBalancer:
         # The orchestrator also resolves the policies (defaults in one place) for the python engine.
         self.orchestrator = mmbal.Orchestrator(size, ranks_per_node=ranks_per_node, policies=self.policies, threads=threads, relabel=relabel)
         self.gatherer = MetadataGatherer(group, metadata_capacity)
+        self.verify = bool(verify)
 
     def plan(self, local: LocalMetadata) -> StepPlan:
         """Gathers every rank's metadata (collective) and plans this step. Raises
@@ -672,7 +700,10 @@ class StepBalancer:
             bad = int(local.segment_modality.max())
             raise mmbal.Error(f"mmbal.torch.StepBalancer.plan: segment_modality id {bad} has no name (modalities: {list(self.modalities)})")
         meta = self.gatherer.gather(local)
-        return self.plan_global(meta, rank)
+        plan = self.plan_global(meta, rank)
+        if self.verify:
+            _verify_same_plan(plan, self.group)
+        return plan
 
     def plan_global(self, meta: GlobalMetadata, rank: int) -> StepPlan:
         """Plans from already gathered metadata (local, no collective)."""
