@@ -180,3 +180,17 @@ def test_isf_sampler_resumes_and_refuses_lossy_options():
         mt.ISFSampler(vision, [1, 2, 3], 10, 2048, num_replicas=2, rank=0)
     with pytest.raises(mmbal.Error):  # ISF's own check: Qv > 0
         mt.ISFSampler(vision, text, 0, 2048, num_replicas=2, rank=0)
+
+
+def test_samplers_drive_a_dataloader():
+    lengths = np.random.default_rng(5).integers(1, 50, 37)
+    dataset = torch.arange(37)
+    seen = []
+    for rank in range(3):
+        sampler = mt.TokenBudgetSampler(lengths, 80, num_replicas=3, rank=rank, seed=2)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler)
+        batches = [b.tolist() for b in loader]
+        assert len(batches) == len(loader) == len(sampler)
+        assert batches == list(sampler)
+        seen += [i for b in batches for i in b]
+    assert sorted(seen) == list(range(37))
