@@ -476,17 +476,12 @@ class StepPlan:
     def llm_segments(self, modality: str, rank: Optional[int] = None) -> np.ndarray:
         """Global segment ids of ``modality`` whose outputs reach ``rank`` for the LLM, in
         assembly order (samples in :meth:`llm_samples` order, segments in sequence order)."""
-        phase = self.encoder_phase(modality)
-        sample_slot = self._llm_position()
-        seg = phase.items
-        owner = np.asarray(self.llm.target.rank)[self._sample_to_llm_item()[self.meta.segment_sample[seg]]]
+        # LLM items are the samples in global order (item i = sample i; both engines).
+        seg = self.encoder_phase(modality).items
+        owner = np.asarray(self.llm.target.rank)[self.meta.segment_sample[seg]]
         mine = seg[owner == (self.rank if rank is None else rank)]
-        order = np.lexsort((mine, sample_slot[self.meta.segment_sample[mine]]))
+        order = np.lexsort((mine, self._llm_position()[self.meta.segment_sample[mine]]))
         return mine[order]
-
-    def _sample_to_llm_item(self) -> np.ndarray:
-        # LLM items are all samples in global order (item i = sample i).
-        return np.arange(self.meta.samples, dtype=np.int64)
 
     def _llm_position(self) -> np.ndarray:
         return np.asarray(self.llm.target.slot).astype(np.int64)
@@ -722,6 +717,8 @@ class StepBalancer:
         for name in orch.phases:
             sample, segment, length = orch.items(name)
             items = np.asarray(sample if name == "llm" else segment, dtype=np.int64)
+            if name == "llm" and not np.array_equal(items, np.arange(meta.samples)):
+                raise mmbal.Error("mmbal.torch.StepBalancer: the orchestrator's LLM items are not the samples in order")
             cost, algorithm = self.orchestrator.policy(name)
             origin = np.asarray(orch.origin(name)).astype(np.int64)
             phases[name] = PhaseResult(name, items, np.asarray(length, np.int64), origin, orch.target(name), cost, algorithm)
