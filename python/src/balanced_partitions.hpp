@@ -100,23 +100,30 @@ inline std::vector<std::vector<std::uint32_t>> karmarkar_karp(const std::vector<
     kk_state& x = states[a];
     kk_state& y = states[b];
     // x.sets[i] absorbs y.sets[k-1-i]; y's set j is non-empty for j < |y|, i.e. i ≥ k - |y|.
-    const std::size_t ny = y.sets.size();
+    // x's sets before `first` are untouched and stay in descending order, so only the
+    // changed tail is sorted and then merged with them (verl re-sorts all k sets; same result).
+    const std::size_t nx = x.sets.size(), ny = y.sets.size();
     const std::size_t first = k - ny;
-    if (x.sets.size() < k) x.sets.resize(std::max<std::size_t>(x.sets.size(), k));  // materialize empties
+    const std::size_t kept = std::min(nx, first);
     for (std::size_t i = first; i < k; ++i) {
-      kk_set& to = x.sets[i];
       const kk_set& from = y.sets[k - 1 - i];
-      if (to.count == 0) {
-        to = from;
-      } else {
+      if (i < nx) {
+        kk_set& to = x.sets[i];
         pool.next[to.tail] = from.head;
         to.tail = from.tail;
         to.sum += from.sum;
         to.count += from.count;
+      } else {
+        x.sets.push_back(from);  // i ≥ nx: an empty set of x takes y's set as is
       }
     }
-    std::erase_if(x.sets, [](const kk_set& s) { return s.count == 0; });
-    descending(x);
+    auto greater = [&](const kk_set& l, const kk_set& r) { return set_less(pool, r, l); };
+    const auto tail = x.sets.begin() + static_cast<std::ptrdiff_t>(kept);
+    if (nx <= first)
+      std::reverse(tail, x.sets.end());  // y's sets appended in ascending order: now descending
+    else
+      std::sort(tail, x.sets.end(), greater);
+    std::inplace_merge(x.sets.begin(), tail, x.sets.end(), greater);
     y.sets = {};
     heap.push(a);
   }
