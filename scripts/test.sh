@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 jobs=$(nproc)
+# The Python package must be built for Debian's interpreter (the one with python3-torch).
+python=${PYTHON3_EXECUTABLE:-/usr/bin/python3}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 echo "== optimized build =="
-cmake -S . -B build/test "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build/test "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build/test -j "$jobs"
 ctest --test-dir build/test --output-on-failure -j "$jobs" --timeout 600
 

@@ -1,0 +1,1063 @@
+/// @file
+/// `mmbal._core`: the pybind11 module under the pure-Python package `mmbal` (python/mmbal/).
+///
+/// Conventions for every function here:
+/// - integer arrays arrive as anything `numpy.asarray` accepts (lists, NumPy arrays, CPU torch
+///   tensors); C-contiguous arrays whose element type already has the C++ width (int32/uint32
+///   for lengths and ranks, int64/uint64 for sizes and ids) are read in place, others are
+///   converted once. Every value is range-checked before use (never wrapped by a cast); a bad
+///   value raises `mmbal.Error` (the translation of `mmbal::invalid_input`) naming the argument,
+///   the index and the value;
+/// - results are NumPy arrays that own the C++ buffer they were computed into (no copy);
+/// - the GIL is released while C++ computes (arguments are converted and checked first).
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "balanced_partitions.hpp"
+
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/context/distribute.hpp>
+#include <mmbal/core/error.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/cost/spec.hpp>
+#include <mmbal/mask/bitfield.hpp>
+#include <mmbal/mask/block_mask.hpp>
+#include <mmbal/mask/dense.hpp>
+#include <mmbal/mask/workloads.hpp>
+#include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/rearrange/rearrangement.hpp>
+#include <mmbal/sampling/isf.hpp>
+#include <mmbal/workload/sample.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+using mmbal::detail::throw_invalid;
+
+constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint64_t i64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+// ------------------------------------------------------------------ arrays in
+
+/// `obj` as a 1-D C-contiguous NumPy integer array (an empty sequence of any dtype is accepted as
+/// an empty array). Throws `invalid_input` naming `name` on another shape or a non-integer dtype.
+py::array integer_array(py::handle obj, const char* name) {
+  py::array a;
+  if (py::isinstance<py::array>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+  } else {
+    try {
+      a = py::module_::import("numpy").attr("asarray")(obj);
+    } catch (py::error_already_set& e) {
+      throw_invalid(name, ": cannot be read as an integer array (", e.what(), ")");
+    }
+  }
+  if (a.ndim() != 1) {
+    std::string shape = "(";
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) shape += (d ? ", " : "") + std::to_string(a.shape(d));
+    throw_invalid(name, ": expected a 1-D array, got shape ", shape, a.ndim() == 1 ? ",)" : ")");
+  }
+  if (a.size() == 0) return py::array_t<std::int64_t>(0);
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    throw_invalid(name, ": expected integers, got dtype ", std::string(py::str(a.dtype())));
+  if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
+  return a;
+}
+
+/// Calls `f(const T* data)` with the element type of the integer array `a`.
+template <class F>
+void visit_integers(const py::array& a, F&& f) {
+  const void* p = a.data();
+  const bool is_signed = a.dtype().kind() == 'i';
+  switch (a.itemsize()) {
+    case 1:
+      return is_signed ? f(static_cast<const std::int8_t*>(p)) : f(static_cast<const std::uint8_t*>(p));
+    case 2:
+      return is_signed ? f(static_cast<const std::int16_t*>(p)) : f(static_cast<const std::uint16_t*>(p));
+    case 4:
+      return is_signed ? f(static_cast<const std::int32_t*>(p)) : f(static_cast<const std::uint32_t*>(p));
+    case 8:
+      return is_signed ? f(static_cast<const std::int64_t*>(p)) : f(static_cast<const std::uint64_t*>(p));
+    default:
+      throw_invalid("integer array of ", a.itemsize(), "-byte elements is not supported");
+  }
+}
+
+/// A read-only view of an integer argument as unsigned `T` (uint32 or uint64), every value
+/// checked to lie in [0, hi]. Read in place when the element width is T's (signed or
+/// unsigned: a non-negative value has the same representation); otherwise converted into
+/// `storage`. The view is valid while `array` lives.
+template <class T>
+struct unsigned_view {
+  py::array array;
+  std::vector<T> storage;
+  std::span<const T> values;
+
+  unsigned_view(py::handle obj, const char* name, std::uint64_t hi) : array(integer_array(obj, name)) {
+    const auto n = static_cast<std::size_t>(array.size());
+    visit_integers(array, [&](const auto* data) {
+      using E = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::cmp_less(data[i], 0) || std::cmp_greater(data[i], hi))
+          throw_invalid(name, "[", i, "] = ", +data[i], " is out of range [0, ", hi, "]");
+      if constexpr (sizeof(E) == sizeof(T)) {
+        values = std::span<const T>(reinterpret_cast<const T*>(data), n);
+      } else {
+        storage.assign(data, data + n);
+        values = storage;
+      }
+    });
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return values.size(); }
+};
+
+using lengths_view = unsigned_view<std::uint32_t>;
+using u64_view = unsigned_view<std::uint64_t>;
+
+/// A count of ranks (or any positive 32-bit count) from a Python int: 1 ≤ value ≤ 2^32 − 1.
+mmbal::rank_t positive_count(py::handle obj, const char* name) {
+  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
+    throw_invalid(name, ": expected an int, got ", std::string(py::str(obj)), " (",
+                  std::string(py::str(obj.get_type().attr("__name__"))), ")");
+  const auto v = obj.cast<py::int_>();
+  if (py::int_(0).attr("__ge__")(v).cast<bool>() || v.attr("__gt__")(py::int_(u32_max)).cast<bool>())
+    throw_invalid(name, " = ", std::string(py::str(obj)), " is out of range [1, ", u32_max, "]");
+  return v.cast<mmbal::rank_t>();
+}
+
+/// A rank index from a Python int: 0 ≤ value < ranks.
+mmbal::rank_t rank_index(py::handle obj, const char* name, mmbal::rank_t ranks) {
+  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
+    throw_invalid(name, ": expected an int, got ", std::string(py::str(obj)));
+  const auto v = obj.cast<py::int_>();
+  if (py::int_(0).attr("__gt__")(v).cast<bool>() || !v.attr("__lt__")(py::int_(ranks)).cast<bool>())
+    throw_invalid(name, " = ", std::string(py::str(obj)), " is out of range [0, ", ranks, ")");
+  return v.cast<mmbal::rank_t>();
+}
+
+// ------------------------------------------------------------------ arrays out
+
+/// A NumPy array owning `v`'s buffer (moved to the heap; a capsule frees it with the array).
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+  if (v.empty()) return py::array_t<T>(0);
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
+template <class T>
+py::list to_list(const std::vector<T>& v) {
+  py::list out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = py::int_(v[i]);
+  return out;
+}
+
+// ------------------------------------------------------------------ assignments
+
+/// An assignment from its `rank`/`slot` arrays over `ranks` ranks (validated).
+mmbal::assignment to_assignment(py::handle rank, py::handle slot, mmbal::rank_t ranks, const char* what) {
+  const std::string rank_name = std::string(what) + ".rank", slot_name = std::string(what) + ".slot";
+  const unsigned_view<std::uint32_t> r(rank, rank_name.c_str(), ranks - std::uint64_t{1});
+  const unsigned_view<std::uint32_t> s(slot, slot_name.c_str(), u32_max);
+  if (r.size() != s.size()) throw_invalid(what, ": rank has ", r.size(), " entries but slot has ", s.size());
+  mmbal::checked_count(r.size(), "items");
+  mmbal::assignment a{ranks, std::vector<mmbal::location>(r.size())};
+  for (std::size_t i = 0; i < r.size(); ++i) a.where[i] = mmbal::location{r.values[i], s.values[i]};
+  a.validate();
+  return a;
+}
+
+/// `a`'s rank and slot per item as two int32 arrays.
+py::tuple from_assignment(const mmbal::assignment& a) {
+  std::vector<std::int32_t> rank(a.size()), slot(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    rank[i] = static_cast<std::int32_t>(a.where[i].rank);
+    slot[i] = static_cast<std::int32_t>(a.where[i].slot);
+  }
+  return py::make_tuple(to_numpy(std::move(rank)), to_numpy(std::move(slot)));
+}
+
+// ------------------------------------------------------------------ balance
+
+mmbal::balance::count_cap to_count_cap(py::handle obj) {
+  using mode = mmbal::balance::count_cap::mode;
+  if (obj.is_none()) return {};
+  if (py::isinstance<py::str>(obj)) {
+    if (obj.cast<std::string>() == "equal") return {mode::equal, 0};
+    throw_invalid("count_cap = '", obj.cast<std::string>(), "' is neither 'equal' nor a positive int");
+  }
+  return {mode::fixed, positive_count(obj, "count_cap")};
+}
+
+std::optional<double> to_capacity(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  double c = 0;
+  try {
+    c = obj.cast<double>();
+  } catch (const py::cast_error&) {
+    throw_invalid("capacity: expected a number, got ", std::string(py::str(obj)));
+  }
+  if (!std::isfinite(c) || c < 0) throw_invalid("capacity = ", c, " must be a finite number >= 0");
+  return c;
+}
+
+/// Everything `balance` needs, converted and checked with the GIL held.
+struct balance_call {
+  lengths_view lengths;
+  mmbal::balance::algorithm_spec algorithm;
+  mmbal::cost::any_cost cost;
+  std::optional<unsigned_view<std::uint32_t>> origin;
+  std::optional<u64_view> groups, bytes;
+  mmbal::balance::problem problem;
+
+  balance_call(py::handle lengths_in, py::handle ranks_in, const std::string& algorithm_spec,
+               const std::string& cost_spec, py::handle origin_in, py::handle count_cap, py::handle capacity,
+               py::handle groups_in, py::handle bytes_in, py::handle ranks_per_node)
+      : lengths(lengths_in, "lengths", u32_max),
+        algorithm(mmbal::balance::parse_algorithm(algorithm_spec)),
+        cost(mmbal::cost::parse_cost(cost_spec)) {
+    problem.weights = lengths.values;
+    problem.bins = positive_count(ranks_in, "ranks");
+    if (!origin_in.is_none()) {
+      origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1});
+      if (origin->size() != lengths.size())
+        throw_invalid("origin has ", origin->size(), " entries but lengths has ", lengths.size());
+      problem.origin = origin->values;
+    } else if (algorithm.base == mmbal::balance::algorithm_kind::migrate) {
+      throw_invalid("algorithm '", algorithm_spec, "' needs origin= (the rank that holds each item now)");
+    }
+    if (!groups_in.is_none()) {
+      groups.emplace(groups_in, "groups", std::numeric_limits<std::uint64_t>::max());
+      if (groups->size() != lengths.size())
+        throw_invalid("groups has ", groups->size(), " entries but lengths has ", lengths.size());
+      problem.limits.groups = groups->values;
+    }
+    if (!bytes_in.is_none()) {
+      bytes.emplace(bytes_in, "bytes", std::numeric_limits<std::uint64_t>::max());
+      if (bytes->size() != lengths.size())
+        throw_invalid("bytes has ", bytes->size(), " entries but lengths has ", lengths.size());
+      problem.bytes = bytes->values;
+    }
+    problem.limits.counts = to_count_cap(count_cap);
+    problem.limits.capacity = to_capacity(capacity);
+    problem.ranks_per_node = ranks_per_node.is_none() ? 0 : rank_index(ranks_per_node, "ranks_per_node", u32_max);
+  }
+};
+
+struct balance_result {
+  mmbal::assignment placement;
+  std::vector<double> loads;
+  double lower_bound = 0;
+};
+
+balance_result solve(const balance_call& c) {
+  balance_result out;
+  out.placement = mmbal::balance::solve(c.algorithm, c.cost, c.problem);
+  std::visit(
+      [&](const auto& cost) {
+        out.loads = mmbal::bin_loads(out.placement, c.problem.weights, cost);
+        out.lower_bound = c.problem.limits.counts.kind == mmbal::balance::count_cap::mode::equal
+                              ? mmbal::equal_count_lower_bound(c.problem.weights, c.problem.bins, cost)
+                              : mmbal::lower_bound(c.problem.weights, c.problem.bins, cost);
+      },
+      c.cost);
+  for (std::size_t b = 0; b < out.loads.size(); ++b)
+    if (std::isnan(out.loads[b])) throw_invalid("balance: the cost of rank ", b, " is NaN");
+  return out;
+}
+
+py::tuple balance(py::handle lengths, py::handle ranks, const std::string& algorithm, const std::string& cost,
+                  py::handle origin, py::handle count_cap, py::handle capacity, py::handle groups, py::handle bytes,
+                  py::handle ranks_per_node) {
+  const balance_call call(lengths, ranks, algorithm, cost, origin, count_cap, capacity, groups, bytes, ranks_per_node);
+  balance_result r;
+  {
+    py::gil_scoped_release unlocked;
+    r = solve(call);
+  }
+  py::tuple ranks_slots = from_assignment(r.placement);
+  return py::make_tuple(ranks_slots[0], ranks_slots[1], to_numpy(std::move(r.loads)), r.lower_bound);
+}
+
+/// Seconds per call of the C++ work of `balance` alone (solve + loads + lower bound) on
+/// already converted arguments, best of `repeats` — the baseline of bench/python/bench_core.py.
+double time_balance(py::handle lengths, py::handle ranks, const std::string& algorithm, const std::string& cost,
+                    int repeats) {
+  const py::none none;
+  const balance_call call(lengths, ranks, algorithm, cost, none, none, none, none, none, none);
+  py::gil_scoped_release unlocked;
+  double best = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const balance_result r = solve(call);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (r.placement.size() != call.lengths.size()) throw_invalid("time_balance: lost items");
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  return best;
+}
+
+py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handle ranks, py::handle lengths,
+                                     const std::string& cost_spec) {
+  const mmbal::assignment a = to_assignment(rank, slot, positive_count(ranks, "ranks"), "assignment");
+  const lengths_view w(lengths, "lengths", u32_max);
+  if (w.size() != a.size()) throw_invalid("lengths has ", w.size(), " entries but the assignment has ", a.size());
+  const mmbal::cost::any_cost cost = mmbal::cost::parse_cost(cost_spec);
+  std::vector<double> loads;
+  {
+    py::gil_scoped_release unlocked;
+    loads = std::visit([&](const auto& c) { return mmbal::bin_loads(a, w.values, c); }, cost);
+  }
+  return to_numpy(std::move(loads));
+}
+
+// ------------------------------------------------------------------ all-to-all plans
+
+/// What a plan is derived from: the rearrangement and the item sizes in rows. Shared by a plan
+/// and its inverse.
+struct plan_source {
+  std::shared_ptr<const mmbal::rearrangement> moves;  ///< may alias into an orchestration
+  std::vector<std::uint64_t> sizes;
+};
+
+/// One rank's all-to-all plan in the form a tensor exchange uses (see the `AllToAllPlan`
+/// docstring below).
+struct py_plan {
+  mmbal::rank_t rank = 0;
+  mmbal::rank_t ranks = 0;
+  py::list send_splits, recv_splits;
+  std::uint64_t source_rows = 0, dest_rows = 0;
+  py::array_t<std::int64_t> send_items, recv_items, pack_index, unpack_index;
+  std::uint64_t fingerprint = 0;
+  std::shared_ptr<const plan_source> source;
+
+  [[nodiscard]] py_plan inverse() const;
+};
+
+struct plan_arrays {
+  mmbal::alltoall_plan plan;
+  std::vector<std::int64_t> send_items, recv_items, pack_index, unpack_index;
+  std::uint64_t fingerprint = 0;
+};
+
+plan_arrays compute_plan(const plan_source& s, mmbal::rank_t rank) {
+  plan_arrays out;
+  out.plan = mmbal::make_alltoall_plan(*s.moves, s.sizes, rank);
+  const mmbal::alltoall_plan& p = out.plan;
+  if (p.input_bytes > i64_max || p.output_bytes > i64_max)
+    throw_invalid("alltoall_plan: rank ", rank, " would hold more than 2^63 - 1 rows");
+  out.send_items.assign(p.pack_slots.begin(), p.pack_slots.end());
+  out.recv_items.assign(p.unpack_slots.begin(), p.unpack_slots.end());
+  out.pack_index.reserve(p.send_bytes);
+  for (std::size_t k = 0; k < p.pack_sizes.size(); ++k)
+    for (std::uint64_t j = 0; j < p.pack_sizes[k]; ++j)
+      out.pack_index.push_back(static_cast<std::int64_t>(p.pack_offsets[k] + j));
+  out.unpack_index.resize(p.output_bytes);
+  std::int64_t arrived = 0;  // row of the receive buffer
+  for (std::size_t k = 0; k < p.unpack_sizes.size(); ++k)
+    for (std::uint64_t j = 0; j < p.unpack_sizes[k]; ++j) out.unpack_index[p.unpack_offsets[k] + j] = arrived++;
+  out.fingerprint = mmbal::fingerprint(*s.moves, s.sizes);
+  return out;
+}
+
+py_plan make_py_plan(std::shared_ptr<const plan_source> source, mmbal::rank_t rank) {
+  plan_arrays a;
+  {
+    py::gil_scoped_release unlocked;
+    a = compute_plan(*source, rank);
+  }
+  py_plan out;
+  out.rank = rank;
+  out.ranks = a.plan.ranks;
+  out.send_splits = to_list(a.plan.send_counts);
+  out.recv_splits = to_list(a.plan.recv_counts);
+  out.source_rows = a.plan.input_bytes;
+  out.dest_rows = a.plan.output_bytes;
+  out.send_items = to_numpy(std::move(a.send_items));
+  out.recv_items = to_numpy(std::move(a.recv_items));
+  out.pack_index = to_numpy(std::move(a.pack_index));
+  out.unpack_index = to_numpy(std::move(a.unpack_index));
+  out.fingerprint = a.fingerprint;
+  out.source = std::move(source);
+  return out;
+}
+
+py_plan py_plan::inverse() const {
+  auto back = std::make_shared<plan_source>(
+      plan_source{std::make_shared<const mmbal::rearrangement>(source->moves->inverse()), source->sizes});
+  return make_py_plan(std::move(back), rank);
+}
+
+u64_view item_sizes(py::handle sizes, std::size_t items) {
+  u64_view s(sizes, "sizes", i64_max);
+  if (s.size() != items) throw_invalid("sizes has ", s.size(), " entries but there are ", items, " items");
+  return s;
+}
+
+py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle target_slot, py::handle target_ranks,
+                      py::handle sizes, py::handle rank) {
+  const mmbal::rank_t ranks = positive_count(target_ranks, "target.ranks");
+  const mmbal::assignment target = to_assignment(target_rank, target_slot, ranks, "target");
+  const unsigned_view<std::uint32_t> origin(source_rank, "source_rank", ranks - std::uint64_t{1});
+  if (origin.size() != target.size())
+    throw_invalid("source_rank has ", origin.size(), " entries but target has ", target.size(), " items");
+  const u64_view s = item_sizes(sizes, target.size());
+  const mmbal::rank_t me = rank_index(rank, "rank", ranks);
+  auto source = std::make_shared<plan_source>(plan_source{
+      std::make_shared<const mmbal::rearrangement>(mmbal::rearrangement::from_origin(origin.values, target)),
+      {s.values.begin(), s.values.end()}});
+  return make_py_plan(std::move(source), me);
+}
+
+// ------------------------------------------------------------------ verl drop-in
+
+py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
+  const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
+  const mmbal::rank_t k = positive_count(k_partitions, "k_partitions");
+  const int flag = PyObject_IsTrue(equal_size.ptr());
+  if (flag < 0) throw py::error_already_set();
+  std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
+  std::vector<std::vector<std::uint32_t>> parts;
+  {
+    py::gil_scoped_release unlocked;
+    parts = mmbal_python::balanced_partitions(weights, k, flag != 0, refine);
+  }
+  py::list out(parts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) out[p] = to_list(parts[p]);
+  return out;
+}
+
+// ------------------------------------------------------------------ workload and orchestrator
+
+/// A workload built from flat arrays (see the `Workload` docstring below).
+struct py_workload {
+  mmbal::workload w;
+  std::vector<std::size_t> first_segment;  ///< per sample + 1: the row of its first segment
+
+  py_workload(py::handle sample_rank, py::handle segment_sample, py::handle segment_modality, py::handle segment_tokens,
+              py::handle segment_encoder_len, py::handle sample_group) {
+    const unsigned_view<std::uint32_t> rank(sample_rank, "sample_rank", u32_max);
+    const std::size_t samples = mmbal::checked_count(rank.size(), "samples");
+    const u64_view owner(segment_sample, "segment_sample", samples == 0 ? 0 : samples - 1);
+    const std::size_t segments = owner.size();
+    if (samples == 0 && segments > 0) throw_invalid("segment_sample: ", segments, " segments but no samples");
+    const lengths_view tokens(segment_tokens, "segment_tokens", u32_max);
+    if (tokens.size() != segments)
+      throw_invalid("segment_tokens has ", tokens.size(), " entries but segment_sample has ", segments);
+    std::optional<lengths_view> encoder;
+    if (!segment_encoder_len.is_none()) {
+      encoder.emplace(segment_encoder_len, "segment_encoder_len", u32_max);
+      if (encoder->size() != segments)
+        throw_invalid("segment_encoder_len has ", encoder->size(), " entries but segment_sample has ", segments);
+    }
+    std::vector<mmbal::modality_id> modality(segments);
+    {
+      py::sequence names = py::reinterpret_borrow<py::sequence>(segment_modality);
+      if (!py::isinstance<py::sequence>(segment_modality) || py::isinstance<py::str>(segment_modality))
+        throw_invalid("segment_modality: expected a sequence of modality names (str), one per segment");
+      if (static_cast<std::size_t>(py::len(names)) != segments)
+        throw_invalid("segment_modality has ", py::len(names), " entries but segment_sample has ", segments);
+      for (std::size_t k = 0; k < segments; ++k) {
+        py::object name = names[k];
+        if (!py::isinstance<py::str>(name))
+          throw_invalid("segment_modality[", k, "] = ", std::string(py::repr(name)), " is not a str");
+        const std::string text = name.cast<std::string>();
+        if (text.empty()) throw_invalid("segment_modality[", k, "] is empty");
+        if (text == "llm") throw_invalid("segment_modality[", k, "] = 'llm' is reserved for the LLM phase");
+        modality[k] = w.intern_modality(text);
+      }
+    }
+    std::optional<u64_view> group;
+    if (!sample_group.is_none()) {
+      group.emplace(sample_group, "sample_group", (std::uint64_t{1} << 63) - 1);
+      if (group->size() != samples)
+        throw_invalid("sample_group has ", group->size(), " entries but sample_rank has ", samples);
+    }
+    w.samples.resize(samples);
+    first_segment.assign(samples + 1, 0);
+    for (std::size_t k = 0; k < segments; ++k) {
+      if (k > 0 && owner.values[k] < owner.values[k - 1])
+        throw_invalid("segment_sample[", k, "] = ", owner.values[k], " < segment_sample[", k - 1,
+                      "] = ", owner.values[k - 1], ": list the segments sample by sample, in sequence order");
+      ++first_segment[owner.values[k] + 1];
+    }
+    for (std::size_t s = 0; s < samples; ++s) {
+      first_segment[s + 1] += first_segment[s];
+      mmbal::sample& x = w.samples[s];
+      x.id = s;
+      x.rank = rank.values[s];
+      if (group) x.group = group->values[s];
+      x.segments.reserve(first_segment[s + 1] - first_segment[s]);
+    }
+    for (std::size_t k = 0; k < segments; ++k) {
+      const mmbal::length_t t = tokens.values[k];
+      w.samples[owner.values[k]].segments.push_back(mmbal::segment{modality[k], t, encoder ? encoder->values[k] : t});
+    }
+    for (std::size_t s = 0; s < samples; ++s)
+      if (w.samples[s].llm_length() > u32_max)
+        throw_invalid("sample ", s, ": LLM length ", w.samples[s].llm_length(), " exceeds 2^32 - 1");
+  }
+};
+
+/// A phase policy from a Python value: `(cost_spec, algorithm_spec)` or a dict with keys
+/// `cost`, `algorithm`, `count_cap`, `capacity`, `keep_groups` (missing = the phase default).
+mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle value) {
+  std::string cost, algorithm;
+  py::object count_cap = py::none(), capacity = py::none();
+  bool keep_groups = false;
+  if (py::isinstance<py::dict>(value)) {
+    for (auto [key, v] : py::reinterpret_borrow<py::dict>(value)) {
+      const std::string k = py::str(key);
+      if (k == "cost")
+        cost = v.cast<std::string>();
+      else if (k == "algorithm")
+        algorithm = v.cast<std::string>();
+      else if (k == "count_cap")
+        count_cap = py::reinterpret_borrow<py::object>(v);
+      else if (k == "capacity")
+        capacity = py::reinterpret_borrow<py::object>(v);
+      else if (k == "keep_groups")
+        keep_groups = v.cast<bool>();
+      else
+        throw_invalid("policies['", phase, "']: unknown key '", k,
+                      "' (expected cost, algorithm, count_cap, capacity, keep_groups)");
+    }
+  } else if (py::isinstance<py::tuple>(value) && py::len(value) == 2) {
+    auto t = py::reinterpret_borrow<py::tuple>(value);
+    if (!py::isinstance<py::str>(t[0]) || !py::isinstance<py::str>(t[1]))
+      throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) strings");
+    cost = t[0].cast<std::string>();
+    algorithm = t[1].cast<std::string>();
+  } else {
+    throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) or a dict, got ",
+                  std::string(py::repr(value)));
+  }
+  mmbal::orchestrate::phase_policy p = mmbal::orchestrate::policy_from_specs(phase, cost, algorithm);
+  p.counts = to_count_cap(count_cap);
+  p.capacity = to_capacity(capacity);
+  p.keep_groups = keep_groups;
+  return p;
+}
+
+/// An orchestration and the workload it was planned for (see the `Orchestration` docstring).
+struct py_orchestration {
+  std::shared_ptr<const mmbal::orchestrate::orchestration> plan;
+  std::shared_ptr<const py_workload> workload;
+
+  [[nodiscard]] const mmbal::orchestrate::phase_plan& phase(const std::string& name) const { return plan->phase(name); }
+  [[nodiscard]] const mmbal::orchestrate::composed_plan& composed(const std::string& modality) const {
+    for (const auto& c : plan->composed)
+      if (c.modality == modality) return c;
+    throw_invalid("orchestration: no encoder phase '", modality, "' (phases: ", phase_list(), ")");
+  }
+  [[nodiscard]] std::string phase_list() const {
+    std::string out;
+    for (const auto& p : plan->phases) out += (out.empty() ? "" : ", ") + p.name;
+    return out;
+  }
+
+  [[nodiscard]] py::list phases() const {
+    py::list out;
+    for (const auto& p : plan->phases) out.append(p.name);
+    return out;
+  }
+
+  /// Per item of `phase`: its sample, and its segment row in the workload (-1 for "llm").
+  [[nodiscard]] py::tuple items(const std::string& name) const {
+    const auto& p = phase(name);
+    const std::size_t n = p.items.size();
+    std::vector<std::int64_t> sample(n), segment(n), length(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sample[i] = p.items.sample_of[i];
+      segment[i] =
+          name == "llm"
+              ? -1
+              : static_cast<std::int64_t>(workload->first_segment[p.items.sample_of[i]] + p.items.segment_of[i]);
+      length[i] = p.items.weights[i];
+    }
+    return py::make_tuple(to_numpy(std::move(sample)), to_numpy(std::move(segment)), to_numpy(std::move(length)));
+  }
+
+  /// (origin rank, target rank, target slot) per item of `phase` (after relabeling).
+  [[nodiscard]] py::tuple target(const std::string& name) const {
+    const auto& p = phase(name);
+    const std::size_t n = p.items.size();
+    std::vector<std::int32_t> origin(n), rank(n), slot(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      origin[i] = static_cast<std::int32_t>(p.items.origin[i]);
+      rank[i] = static_cast<std::int32_t>(p.forward.destination[i].rank);
+      slot[i] = static_cast<std::int32_t>(p.forward.destination[i].slot);
+    }
+    return py::make_tuple(to_numpy(std::move(origin)), to_numpy(std::move(rank)), to_numpy(std::move(slot)),
+                          to_numpy(std::vector<double>(p.report.loads_after)), p.report.lower_bound, p.report.cost);
+  }
+
+  /// (source rank, source slot, target rank, target slot) per segment of `modality` for the
+  /// composed encoder→LLM plan.
+  [[nodiscard]] py::tuple composed_layout(const std::string& modality) const {
+    const auto& c = composed(modality);
+    const std::size_t n = c.composed.size();
+    std::vector<std::int32_t> src_rank(n), src_slot(n), dst_rank(n), dst_slot(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      src_rank[i] = static_cast<std::int32_t>(c.composed.source[i].rank);
+      src_slot[i] = static_cast<std::int32_t>(c.composed.source[i].slot);
+      dst_rank[i] = static_cast<std::int32_t>(c.composed.destination[i].rank);
+      dst_slot[i] = static_cast<std::int32_t>(c.composed.destination[i].slot);
+    }
+    return py::make_tuple(to_numpy(std::move(src_rank)), to_numpy(std::move(src_slot)), to_numpy(std::move(dst_rank)),
+                          to_numpy(std::move(dst_slot)));
+  }
+
+  [[nodiscard]] py::dict report(const std::string& name) const {
+    const auto& r = phase(name).report;
+    py::dict d;
+    d["name"] = r.name;
+    d["cost"] = r.cost;
+    d["algorithm"] = r.algorithm;
+    d["items"] = r.items;
+    d["loads_before"] = to_numpy(std::vector<double>(r.loads_before));
+    d["loads_after"] = to_numpy(std::vector<double>(r.loads_after));
+    d["max_before"] = r.max_before;
+    d["max_after"] = r.max_after;
+    d["mean_before"] = r.mean_before;
+    d["mean"] = r.mean;
+    d["lower_bound"] = r.lower_bound;
+    d["moved_items"] = r.moved_items;
+    d["moved_bytes"] = r.moved_bytes;
+    d["inter_node_bytes"] = r.inter_node_bytes;
+    d["inter_node_max_identity"] = r.inter_node_max_identity;
+    d["inter_node_max_relabeled"] = r.inter_node_max_relabeled;
+    return d;
+  }
+
+  /// A plan over `moves` (aliasing into this orchestration) with `sizes` rows per item, or
+  /// `default_sizes` when `sizes` is None.
+  [[nodiscard]] py_plan make_plan(const mmbal::rearrangement& moves, const std::vector<std::uint64_t>& default_sizes,
+                                  py::handle sizes, py::handle rank) const {
+    const mmbal::rank_t me = rank_index(rank, "rank", plan->ranks);
+    std::vector<std::uint64_t> rows;
+    if (sizes.is_none()) {
+      rows = default_sizes;
+    } else {
+      const u64_view s = item_sizes(sizes, moves.size());
+      rows.assign(s.values.begin(), s.values.end());
+    }
+    auto source = std::make_shared<plan_source>(
+        plan_source{std::shared_ptr<const mmbal::rearrangement>(plan, &moves), std::move(rows)});
+    return make_py_plan(std::move(source), me);
+  }
+
+  [[nodiscard]] py_plan phase_plan(const std::string& name, py::handle rank, py::handle sizes) const {
+    const auto& p = phase(name);
+    return make_plan(p.forward, p.item_bytes, sizes, rank);
+  }
+  [[nodiscard]] py_plan composed_plan(const std::string& modality, py::handle rank, py::handle sizes) const {
+    const auto& c = composed(modality);
+    return make_plan(c.composed, c.item_bytes, sizes, rank);
+  }
+};
+
+struct py_orchestrator {
+  mmbal::orchestrate::orchestrator core;
+
+  static mmbal::orchestrate::orchestrator make(py::handle ranks, py::handle ranks_per_node, py::handle policies,
+                                               py::handle threads, py::handle bytes_per_token, bool relabel) {
+    mmbal::orchestrate::orchestrator_options o;
+    o.ranks = positive_count(ranks, "ranks");
+    o.ranks_per_node = rank_index(ranks_per_node, "ranks_per_node", u32_max);
+    o.threads = threads.is_none() ? 0 : rank_index(threads, "threads", 1025);
+    o.bytes_per_token = positive_count(bytes_per_token, "bytes_per_token");
+    o.relabel = relabel;
+    mmbal::orchestrate::orchestrator out(o);
+    if (!policies.is_none()) {
+      if (!py::isinstance<py::dict>(policies)) throw_invalid("policies: expected a dict phase -> policy");
+      for (auto [key, value] : py::reinterpret_borrow<py::dict>(policies)) {
+        if (!py::isinstance<py::str>(key))
+          throw_invalid("policies: phase names must be str, got ", std::string(py::repr(key)));
+        const std::string phase = key.cast<std::string>();
+        out.set_policy(phase, to_policy(phase, value));
+      }
+    }
+    return out;
+  }
+
+  py_orchestrator(py::handle ranks, py::handle ranks_per_node, py::handle policies, py::handle threads,
+                  py::handle bytes_per_token, bool relabel)
+      : core(make(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)) {}
+
+  [[nodiscard]] py_orchestration plan(std::shared_ptr<const py_workload> w) const {
+    if (!w) throw_invalid("Orchestrator.plan: workload is None");
+    auto out = std::make_shared<mmbal::orchestrate::orchestration>();
+    {
+      py::gil_scoped_release unlocked;
+      core.plan(w->w, *out);
+    }
+    return py_orchestration{std::move(out), std::move(w)};
+  }
+};
+
+// ------------------------------------------------------------------ ISF, CP distribution, masks
+
+py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, py::handle qv_target,
+              py::handle qt_target, py::handle iterations, py::handle seed, const std::string& oversize,
+              bool drop_unfilled, bool sort_tail) {
+  const lengths_view v(vision, "vision", u32_max);
+  const lengths_view t(text, "text", u32_max);
+  if (v.size() != t.size()) throw_invalid("vision has ", v.size(), " entries but text has ", t.size());
+  mmbal::sampling::isf_options o;
+  o.qv = positive_count(qv, "qv");
+  o.qt = positive_count(qt, "qt");
+  if (!qv_target.is_none()) o.qv_target = rank_index(qv_target, "qv_target", o.qv + 1);
+  if (!qt_target.is_none()) o.qt_target = rank_index(qt_target, "qt_target", o.qt + 1);
+  o.iterations = rank_index(iterations, "iterations", 1u << 20);
+  o.seed = seed.cast<py::int_>().cast<std::uint64_t>();
+  using policy = mmbal::sampling::oversize_policy;
+  if (oversize == "singleton")
+    o.oversize = policy::singleton;
+  else if (oversize == "reject")
+    o.oversize = policy::reject;
+  else if (oversize == "drop")
+    o.oversize = policy::drop;
+  else
+    throw_invalid("oversize = '", oversize, "' (expected 'singleton', 'reject' or 'drop')");
+  o.drop_unfilled = drop_unfilled;
+  o.sort_tail = sort_tail;
+  mmbal::sampling::isf_result r;
+  {
+    py::gil_scoped_release unlocked;
+    r = mmbal::sampling::isf(v.values, t.values, o);
+  }
+  std::vector<std::int64_t> members(r.groups.members.begin(), r.groups.members.end());
+  std::vector<std::int64_t> offsets(r.groups.offsets.begin(), r.groups.offsets.end());
+  std::vector<std::int64_t> singletons(r.singletons.begin(), r.singletons.end());
+  std::vector<std::int64_t> dropped(r.dropped.begin(), r.dropped.end());
+  py::dict stats;
+  const auto& q = r.stats.thresholds;
+  stats["qv"] = q.qv;
+  stats["qt"] = q.qt;
+  stats["qv_target"] = q.qv_target;
+  stats["qt_target"] = q.qt_target;
+  stats["iterations_run"] = r.stats.iterations_run;
+  stats["kept_per_iteration"] = r.stats.kept_per_iteration;
+  stats["leftover_samples"] = r.stats.leftover_samples;
+  stats["final_groups"] = r.stats.final_groups;
+  return py::make_tuple(to_numpy(std::move(members)), to_numpy(std::move(offsets)), to_numpy(std::move(singletons)),
+                        to_numpy(std::move(dropped)), stats);
+}
+
+py::dict distribution_dict(const mmbal::token_distribution& d) {
+  py::dict out;
+  out["tokens"] = d.tokens;
+  out["block"] = d.block;
+  out["ranks"] = d.ranks;
+  std::vector<std::int32_t> rank_of_block(d.rank_of_block.begin(), d.rank_of_block.end());
+  std::vector<std::int64_t> rank_tokens(d.rank_tokens.begin(), d.rank_tokens.end());
+  std::vector<std::int64_t> rank_workloads(d.rank_workloads.begin(), d.rank_workloads.end());
+  out["rank_of_block"] = to_numpy(std::move(rank_of_block));
+  out["rank_tokens"] = to_numpy(std::move(rank_tokens));
+  out["rank_workloads"] = to_numpy(std::move(rank_workloads));
+  out["total_workload"] = d.total_workload;
+  out["max_over_mean"] = d.max_over_mean();
+  py::list indices;
+  for (mmbal::rank_t r = 0; r < d.ranks; ++r) {
+    std::vector<std::uint64_t> idx = d.token_indices(r);
+    indices.append(to_numpy(std::vector<std::int64_t>(idx.begin(), idx.end())));
+  }
+  out["token_indices"] = indices;
+  return out;
+}
+
+py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
+                           const std::string& distributor, py::handle seed) {
+  const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
+  const std::uint64_t t = tokens.cast<py::int_>().cast<std::uint64_t>();
+  const mmbal::rank_t g = positive_count(ranks, "ranks");
+  const std::uint32_t b = positive_count(block, "block");
+  const mmbal::any_distributor d = mmbal::parse_distributor(distributor, seed.cast<py::int_>().cast<std::uint64_t>());
+  mmbal::token_distribution out;
+  {
+    py::gil_scoped_release unlocked;
+    out = mmbal::distribute_tokens(w.values, t, b, g, d);
+  }
+  return distribution_dict(out);
+}
+
+/// A bitfield attention mask (see the `BitfieldMask` docstring below).
+struct py_mask {
+  mmbal::bitfield_mask mask;
+
+  [[nodiscard]] py::array_t<std::uint64_t> bits() const {
+    // A NumPy-owned copy (the mask keeps its own buffer).
+    return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(mask.size()), mask.bits().data());
+  }
+  [[nodiscard]] py::array_t<std::int64_t> documents() const {
+    return to_numpy(std::vector<std::int64_t>(mask.documents().begin(), mask.documents().end()));
+  }
+  [[nodiscard]] py::array_t<std::int64_t> token_workloads() const {
+    std::vector<std::uint32_t> w;
+    {
+      py::gil_scoped_release unlocked;
+      w = mmbal::token_workloads(mask);
+    }
+    return to_numpy(std::vector<std::int64_t>(w.begin(), w.end()));
+  }
+  [[nodiscard]] py::array_t<std::int64_t> block_workloads(py::handle block) const {
+    const std::uint32_t b = positive_count(block, "block");
+    std::vector<std::uint64_t> w;
+    {
+      py::gil_scoped_release unlocked;
+      w = mmbal::block_workloads(mask, b);
+    }
+    return to_numpy(std::vector<std::int64_t>(w.begin(), w.end()));
+  }
+  [[nodiscard]] py::array dense() const {
+    std::vector<std::uint8_t> d = mmbal::dense_mask(mask);
+    const auto n = static_cast<py::ssize_t>(mask.size());
+    return to_numpy(std::move(d)).attr("view")("bool").attr("reshape")(n, n);
+  }
+  [[nodiscard]] py::dict block_mask(py::handle q_block, py::handle kv_block) const {
+    const std::uint32_t qb = positive_count(q_block, "q_block"), kb = positive_count(kv_block, "kv_block");
+    mmbal::block_mask m;
+    {
+      py::gil_scoped_release unlocked;
+      m = mmbal::make_block_mask(mask, qb, kb);
+    }
+    // FlexAttention's BlockMask.from_kv_blocks layout: int32, (B=1, H=1, rows[, cols]).
+    auto shaped = [](const std::vector<std::uint32_t>& v, std::uint32_t rows, std::int64_t cols) {
+      py::array a = to_numpy(std::vector<std::int32_t>(v.begin(), v.end()));
+      return cols < 0 ? a.attr("reshape")(1, 1, rows) : a.attr("reshape")(1, 1, rows, cols);
+    };
+    py::dict out;
+    out["kv_num_blocks"] = shaped(m.kv_num_blocks, m.num_q_blocks, -1);
+    out["kv_indices"] = shaped(m.kv_indices, m.num_q_blocks, m.num_kv_blocks);
+    out["full_kv_num_blocks"] = shaped(m.full_kv_num_blocks, m.num_q_blocks, -1);
+    out["full_kv_indices"] = shaped(m.full_kv_indices, m.num_q_blocks, m.num_kv_blocks);
+    out["q_num_blocks"] = shaped(m.q_num_blocks, m.num_kv_blocks, -1);
+    out["q_indices"] = shaped(m.q_indices, m.num_kv_blocks, m.num_q_blocks);
+    out["full_q_num_blocks"] = shaped(m.full_q_num_blocks, m.num_kv_blocks, -1);
+    out["full_q_indices"] = shaped(m.full_q_indices, m.num_kv_blocks, m.num_q_blocks);
+    out["block_size"] = py::make_tuple(m.q_block_size, m.kv_block_size);
+    out["seq_lengths"] = py::make_tuple(mask.size(), mask.size());
+    return out;
+  }
+};
+
+py_mask mask_from_bits(py::handle bits, py::handle documents) {
+  const u64_view b(bits, "bits", std::numeric_limits<std::uint64_t>::max());
+  const unsigned_view<std::uint32_t> d(documents, "documents", u32_max);
+  return py_mask{mmbal::bitfield_mask({b.values.begin(), b.values.end()}, {d.values.begin(), d.values.end()})};
+}
+
+py_mask mask_of_workload(const py_workload& w, py::handle samples, const std::string& assign,
+                         const std::string& layout) {
+  mmbal::bit_assignment a{};
+  if (assign == "modality")
+    a = mmbal::bit_assignment::modality;
+  else if (assign == "span")
+    a = mmbal::bit_assignment::span;
+  else
+    throw_invalid("assign = '", assign, "' (expected 'modality' or 'span')");
+  mmbal::span_layout l{};
+  if (layout == "embedded")
+    l = mmbal::span_layout::embedded;
+  else if (layout == "prefixed")
+    l = mmbal::span_layout::prefixed;
+  else
+    throw_invalid("layout = '", layout, "' (expected 'embedded' or 'prefixed')");
+  std::vector<mmbal::sample> chosen;
+  if (samples.is_none()) {
+    chosen = w.w.samples;
+  } else {
+    const unsigned_view<std::uint32_t> s(samples, "samples",
+                                         w.w.samples.empty() ? 0 : w.w.samples.size() - std::uint64_t{1});
+    if (w.w.samples.empty() && s.size() > 0) throw_invalid("samples: the workload has no samples");
+    for (std::uint32_t i : s.values) chosen.push_back(w.w.samples[i]);
+  }
+  py_mask out;
+  {
+    py::gil_scoped_release unlocked;
+    out.mask = mmbal::build_bitfield_mask(std::span<const mmbal::sample>(chosen), a, l);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "mmbal._core: the C++ core of the mmbal Python package (use the package `mmbal`, not this module).";
+
+  static py::exception<mmbal::invalid_input> error(m, "Error", PyExc_ValueError);
+  error.attr("__doc__") = "Bad input to mmbal (a ValueError): the message names the argument and the value.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const mmbal::invalid_input& e) {
+      error(e.what());
+    }
+  });
+
+  m.def("balance", &balance, py::arg("lengths"), py::arg("ranks"), py::arg("algorithm"), py::arg("cost"),
+        py::arg("origin"), py::arg("count_cap"), py::arg("capacity"), py::arg("groups"), py::arg("bytes"),
+        py::arg("ranks_per_node"),
+        "Balances items of `lengths` over `ranks` ranks with `balance::solve`; returns (rank, slot, loads, "
+        "lower_bound). See mmbal.balance.");
+  m.def("balanced_partitions", &balanced_partitions, py::arg("seqlen_list"), py::arg("k_partitions"),
+        py::arg("equal_size"), py::arg("refine") = true,
+        "See mmbal.balanced_partitions; refine=False returns the Karmarkar-Karp result alone.");
+  m.def("time_balance", &time_balance, py::arg("lengths"), py::arg("ranks"), py::arg("algorithm"), py::arg("cost"),
+        py::arg("repeats"), "Best-of-`repeats` seconds of the C++ work of balance (benchmark baseline).");
+  m.def(
+      "validate_assignment",
+      [](py::handle rank, py::handle slot, py::handle ranks) {
+        (void)to_assignment(rank, slot, positive_count(ranks, "ranks"), "assignment");
+      },
+      py::arg("rank"), py::arg("slot"), py::arg("ranks"),
+      "Raises mmbal.Error unless every rank < ranks and each rank's slots are 0..k-1, each once.");
+  m.def("assignment_loads", &assignment_loads, py::arg("rank"), py::arg("slot"), py::arg("ranks"), py::arg("lengths"),
+        py::arg("cost"), "Per-rank cost of an assignment (items folded in slot order).");
+
+  py::class_<py_plan>(m, "AllToAllPlan",
+                      R"doc(One rank's share of the all-to-all that moves items between two placements.
+
+Rows: every size is in rows of dim 0 of the tensors exchanged.
+- input (source_rows rows): this rank's items now, back to back in SOURCE slot order;
+- send buffer = input[pack_index]: the items for peer 0, then peer 1, ...; to one peer in
+  ascending DESTINATION slot; send_splits[p] rows for peer p;
+- receive buffer: what arrives from peer 0, then peer 1, ... (recv_splits[q] rows from peer q),
+  from one peer in ascending destination slot (the order that peer packs);
+- output = recv_buffer[unpack_index] (dest_rows rows): this rank's items in DESTINATION slot order.
+Items that stay on this rank go through the buffers as a self send.
+fingerprint is equal on every rank for the same global plan (the rearrangement and the sizes).)doc")
+      .def_readonly("rank", &py_plan::rank, "The rank this plan is for.")
+      .def_readonly("ranks", &py_plan::ranks, "Number of ranks.")
+      .def_readonly("send_splits", &py_plan::send_splits, "Rows sent to each peer (list[int], one per rank).")
+      .def_readonly("recv_splits", &py_plan::recv_splits, "Rows received from each peer (list[int], one per rank).")
+      .def_readonly("source_rows", &py_plan::source_rows, "Rows of the local input (= sum(send_splits)).")
+      .def_readonly("dest_rows", &py_plan::dest_rows, "Rows of the local output (= sum(recv_splits)).")
+      .def_readonly("send_items", &py_plan::send_items, "int64: source slot of each item in pack order.")
+      .def_readonly("recv_items", &py_plan::recv_items, "int64: destination slot of each item in arrival order.")
+      .def_readonly("pack_index", &py_plan::pack_index, "int64, source_rows entries: send_buffer = x[pack_index].")
+      .def_readonly("unpack_index", &py_plan::unpack_index,
+                    "int64, dest_rows entries: output = recv_buffer[unpack_index] (destination slot order).")
+      .def_readonly("fingerprint", &py_plan::fingerprint,
+                    "64-bit hash of the global plan (every item's locations and size); equal on every rank.")
+      .def("inverse", &py_plan::inverse,
+           "The plan (for the same rank) that moves every item back: its input is this plan's output.")
+      .def("__repr__", [](const py_plan& p) {
+        return mmbal::detail::concat("AllToAllPlan(rank=", p.rank, ", ranks=", p.ranks, ", source_rows=", p.source_rows,
+                                     ", dest_rows=", p.dest_rows, ", fingerprint=", p.fingerprint, ")");
+      });
+  m.def("alltoall_plan", &alltoall_plan, py::arg("source_rank"), py::arg("target_rank"), py::arg("target_slot"),
+        py::arg("target_ranks"), py::arg("sizes"), py::arg("rank"),
+        "The AllToAllPlan of `rank` moving item i from rank source_rank[i] (slots in ascending i) to "
+        "(target_rank[i], target_slot[i]); sizes[i] rows each.");
+
+  py::class_<py_workload, std::shared_ptr<py_workload>>(m, "Workload", R"doc(A global batch from flat arrays.
+
+Workload(sample_rank, segment_sample, segment_modality, segment_tokens, segment_encoder_len=None,
+         sample_group=None)
+- sample_rank[s]: the rank that holds sample s now (samples in the gathered, rank-major order);
+- per segment k (listed sample by sample, each sample's segments in sequence order):
+  segment_sample[k] its sample (non-decreasing), segment_modality[k] its modality name ("text"
+  or an encoder modality such as "image"), segment_tokens[k] its length in LLM tokens,
+  segment_encoder_len[k] its encoder length (patches, frames; default: segment_tokens);
+- sample_group[s]: optional group id (< 2^63); policies with keep_groups keep a group together.
+Raises mmbal.Error on bad lengths, out-of-order segments, unknown types. O(samples + segments).)doc")
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, py::handle>(), py::arg("sample_rank"),
+           py::arg("segment_sample"), py::arg("segment_modality"), py::arg("segment_tokens"),
+           py::arg("segment_encoder_len") = py::none(), py::arg("sample_group") = py::none())
+      .def_property_readonly("samples", [](const py_workload& w) { return w.w.samples.size(); })
+      .def_property_readonly("segments", [](const py_workload& w) { return w.first_segment.back(); })
+      .def_property_readonly(
+          "modalities", [](const py_workload& w) { return w.w.modalities; }, "Modality names; [0] is always 'text'.");
+
+  py::class_<py_orchestration>(m, "Orchestration", R"doc(One training step's plans (from Orchestrator.plan).
+
+Phases: encoder modalities with at least one segment (in order of first appearance in the
+workload), then "llm" (last). Items: for "llm" the samples (weight = the sample's total LLM
+tokens); for an encoder phase that modality's segments in workload order (weight = encoder
+length). Source layout of every phase: on each rank its items in ascending item id.)doc")
+      .def_property_readonly("phases", &py_orchestration::phases)
+      .def_property_readonly(
+          "fingerprint", [](const py_orchestration& o) { return o.plan->fingerprint; },
+          "Hash of every phase's and composed plan's layouts, sizes and policies; equal on every rank.")
+      .def_property_readonly("ranks", [](const py_orchestration& o) { return o.plan->ranks; })
+      .def_property_readonly("composed_bytes", [](const py_orchestration& o) { return o.plan->composed_bytes; })
+      .def_property_readonly("two_hop_bytes", [](const py_orchestration& o) { return o.plan->two_hop_bytes; })
+      .def("items", &py_orchestration::items, py::arg("phase"),
+           "(sample, segment, length) int64 arrays per item of `phase`; segment = the item's row in the workload's "
+           "segment arrays (-1 for 'llm').")
+      .def("target", &py_orchestration::target, py::arg("phase"),
+           "(origin, rank, slot, loads, lower_bound, cost) of `phase` after balancing and relabeling.")
+      .def("composed_layout", &py_orchestration::composed_layout, py::arg("modality"),
+           "(source_rank, source_slot, target_rank, target_slot) per segment of the composed encoder->LLM plan.")
+      .def("report", &py_orchestration::report, py::arg("phase"))
+      .def("phase_plan", &py_orchestration::phase_plan, py::arg("phase"), py::arg("rank"),
+           py::arg("sizes") = py::none(), "Forward AllToAllPlan of `phase` for `rank`; sizes[i] rows for item i.")
+      .def("composed_plan", &py_orchestration::composed_plan, py::arg("modality"), py::arg("rank"),
+           py::arg("sizes") = py::none(), "Composed encoder->LLM AllToAllPlan of `modality` for `rank`.");
+
+  m.def("isf", &isf, py::arg("vision"), py::arg("text"), py::arg("qv"), py::arg("qt"), py::arg("qv_target"),
+        py::arg("qt_target"), py::arg("iterations"), py::arg("seed"), py::arg("oversize"), py::arg("drop_unfilled"),
+        py::arg("sort_tail"), "OmniBal ISF; returns (members, offsets, singletons, dropped, stats). See mmbal.isf.");
+  m.def("distribute_tokens", &distribute_tokens, py::arg("block_workloads"), py::arg("tokens"), py::arg("ranks"),
+        py::arg("block"), py::arg("distributor"), py::arg("seed"),
+        "Context-parallel token distribution; returns a dict. See mmbal.distribute_tokens.");
+
+  py::class_<py_mask>(m, "BitfieldMask", R"doc(A bitfield attention mask over a packed sequence of T tokens.
+
+Token t has a 64-bit pattern bits[t] (bit 0 text, bits 1..61 modality, bit 62 causal) and a
+document id documents[t] (non-decreasing); tokens of different documents never attend. Build it
+with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, documents).
+@see Cornstarch 4.3.1.)doc")
+      .def_static("from_bits", &mask_from_bits, py::arg("bits"), py::arg("documents"),
+                  "A mask from per-token bit patterns and document ids (validated).")
+      .def_property_readonly("size", [](const py_mask& m) { return m.mask.size(); })
+      .def_property_readonly("document_count", [](const py_mask& m) { return m.mask.document_count(); })
+      .def_property_readonly("bits", &py_mask::bits, "uint64 per token.")
+      .def_property_readonly("documents", &py_mask::documents, "int64 document id per token.")
+      .def(
+          "attends",
+          [](const py_mask& m, py::handle q, py::handle k) {
+            return m.mask.attends(rank_index(q, "q", m.mask.size()), rank_index(k, "k", m.mask.size()));
+          },
+          py::arg("q"), py::arg("k"), "Whether query token q attends key token k.")
+      .def("token_workloads", &py_mask::token_workloads, "int64 per token: keys it attends (row sums).")
+      .def("block_workloads", &py_mask::block_workloads, py::arg("block") = 128,
+           "int64 per block of `block` tokens: attended pairs of its queries (exact, no dense mask).")
+      .def("dense", &py_mask::dense, "The T x T bool matrix (row = query); T <= 32768.")
+      .def("block_mask", &py_mask::block_mask, py::arg("q_block") = 128, py::arg("kv_block") = 128,
+           "FlexAttention BlockMask arrays (int32, batch and head dims of 1): kv_num_blocks (1,1,Q), kv_indices "
+           "(1,1,Q,K), full_kv_num_blocks, full_kv_indices, q_num_blocks (1,1,K), q_indices (1,1,K,Q), "
+           "full_q_num_blocks, full_q_indices; plus block_size and seq_lengths.");
+  m.def("bitfield_mask", &mask_of_workload, py::arg("workload"), py::arg("samples"), py::arg("assign"),
+        py::arg("layout"), "The mask of the workload's samples packed as documents. See mmbal.bitfield_mask.");
+
+  py::class_<py_orchestrator>(m, "Orchestrator", "The multi-phase orchestrator (see mmbal.Orchestrator).")
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, bool>(), py::arg("ranks"),
+           py::arg("ranks_per_node"), py::arg("policies"), py::arg("threads"), py::arg("bytes_per_token"),
+           py::arg("relabel"))
+      .def("plan", &py_orchestrator::plan, py::arg("workload"))
+      .def("policy", [](const py_orchestrator& o, const std::string& phase) {
+        const auto p = o.core.policy(phase);
+        return py::make_tuple(mmbal::cost::to_spec(p.cost), mmbal::balance::to_spec(p.algorithm));
+      });
+}

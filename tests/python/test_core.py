@@ -1,0 +1,315 @@
+"""mmbal.balance, mmbal.Assignment and mmbal.alltoall_plan against independent Python references."""
+
+import numpy as np
+import pytest
+
+import mmbal
+
+ALGORITHMS = ["lpt", "lpt+refine", "greedy-ascending", "kk", "tolerance:v=10", "migrate:eps=0.001"]
+
+
+def reference_loads(lengths, rank, slot, ranks, cost):
+    """Per-rank cost recomputed in Python: tokens = sum, attention = alpha*sum + beta*sum of squares."""
+    loads = np.zeros(ranks)
+    for r in range(ranks):
+        mine = [int(lengths[i]) for i in np.argsort(slot) if rank[i] == r]
+        if cost == "tokens":
+            loads[r] = sum(mine)
+        else:  # attention:alpha=1,beta=0.01
+            loads[r] = sum(mine) + 0.01 * sum(x * x for x in mine)
+    return loads
+
+
+def check_layout(rank, slot, ranks):
+    """Every rank's slots are exactly 0..k-1."""
+    for r in range(ranks):
+        assert sorted(slot[rank == r].tolist()) == list(range(int((rank == r).sum())))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("cost", ["tokens", "attention:alpha=1,beta=0.01"])
+def test_balance_is_a_valid_assignment_with_recomputed_loads(algorithm, cost):
+    rng = np.random.default_rng(7)
+    for n, ranks in [(1, 1), (5, 8), (40, 4), (257, 7)]:
+        lengths = rng.integers(0, 3000, n).astype(np.int64)
+        origin = rng.integers(0, ranks, n)
+        a = mmbal.balance(lengths, ranks, algorithm=algorithm, cost=cost, origin=origin)
+        assert a.rank.dtype == np.int32 and a.slot.dtype == np.int32 and a.loads.dtype == np.float64
+        assert len(a.rank) == n and a.ranks == ranks and len(a.loads) == ranks
+        a.validate()
+        check_layout(a.rank, a.slot, ranks)
+        np.testing.assert_allclose(a.loads, reference_loads(lengths, a.rank, a.slot, ranks, cost), rtol=1e-12)
+        solo = lengths + (0.01 * lengths.astype(float) ** 2 if cost != "tokens" else 0)
+        assert a.lower_bound == pytest.approx(max(solo.sum() / ranks, solo.max()), rel=1e-12)
+        assert a.loads.max() >= a.lower_bound * (1 - 1e-12)
+
+
+def test_lpt_meets_its_guarantee_and_matches_a_python_lpt():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        ranks = int(rng.integers(1, 9))
+        lengths = rng.integers(1, 10_000, int(rng.integers(1, 60)))
+        a = mmbal.balance(lengths, ranks)
+        # Python LPT: largest first onto the least-loaded rank (ties: lowest rank).
+        loads = [0] * ranks
+        for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+            r = min(range(ranks), key=lambda r: (loads[r], r))
+            loads[r] += int(lengths[i])
+        assert a.loads.max() == max(loads)
+        assert a.loads.max() <= (4 / 3) * max(lengths.sum() / ranks, lengths.max()) + 1e-9
+
+
+def test_input_dtypes_agree_and_int32_is_read_in_place():
+    lengths = np.array([5, 1, 9, 4, 4, 7, 0, 3], dtype=np.int64)
+    ref = mmbal.balance(lengths, 3)
+    for variant in (lengths.astype(np.int32), lengths.astype(np.uint32), lengths.astype(np.uint8), lengths.tolist(),
+                    lengths[::-1].copy()[::-1]):
+        a = mmbal.balance(variant, 3)
+        np.testing.assert_array_equal(a.rank, ref.rank)
+        np.testing.assert_array_equal(a.slot, ref.slot)
+
+
+def test_empty_input_gives_an_empty_assignment():
+    for empty in ([], np.zeros(0, dtype=np.int64), np.zeros(0)):
+        a = mmbal.balance(empty, 4)
+        assert len(a.rank) == 0 and len(a.slot) == 0 and a.ranks == 4
+        np.testing.assert_array_equal(a.loads, np.zeros(4))
+        a.validate()
+
+
+def test_constraints_are_honoured():
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(1, 1000, 30)
+    a = mmbal.balance(lengths, 4, count_cap="equal")
+    assert sorted(np.bincount(a.rank, minlength=4).tolist()) == [7, 7, 8, 8]
+    a = mmbal.balance(lengths, 4, count_cap=9)
+    assert np.bincount(a.rank, minlength=4).max() <= 9
+    groups = np.arange(30) // 3
+    a = mmbal.balance(lengths, 4, groups=groups)
+    for g in range(10):
+        assert len(set(a.rank[groups == g].tolist())) == 1
+    a = mmbal.balance(lengths, 4, capacity=float(lengths.sum()))
+    assert a.loads.max() <= lengths.sum()
+
+
+def test_migrate_keeps_items_home_when_balanced():
+    lengths = np.full(16, 100)
+    origin = np.arange(16) % 4
+    a = mmbal.balance(lengths, 4, algorithm="migrate:eps=0.001", origin=origin)
+    np.testing.assert_array_equal(a.rank, origin)
+
+
+def test_user_built_assignment():
+    a = mmbal.Assignment([1, 0, 1], [1, 0, 0], 2)
+    a.validate()
+    assert a.loads is None and a.rank.dtype == np.int32
+    np.testing.assert_array_equal(a.loads_for([5, 6, 7], "tokens"), [6.0, 12.0])
+    assert [x.tolist() for x in a.items_by_rank()] == [[1], [2, 0]]
+    with pytest.raises(mmbal.Error, match="slot"):
+        mmbal.Assignment([0, 0], [0, 0], 1)
+    with pytest.raises(mmbal.Error, match=r"assignment.rank\[1\] = 5"):
+        mmbal.Assignment([0, 5], [0, 0], 2)
+    with pytest.raises(mmbal.Error, match="rank has 2 entries but slot has 1"):
+        mmbal.Assignment([0, 1], [0], 2)
+
+
+# ------------------------------------------------------------------ all-to-all plans
+
+
+def source_slots(source_rank):
+    """Position of every item among its rank's items in ascending id."""
+    slots = np.zeros(len(source_rank), dtype=np.int64)
+    seen = {}
+    for i, r in enumerate(source_rank):
+        slots[i] = seen.get(int(r), 0)
+        seen[int(r)] = slots[i] + 1
+    return slots
+
+
+def make_rows(source_rank, sizes, ranks, width=3):
+    """Each rank's input: its items' rows back to back in source-slot order; row j of item i is
+    [i, j, i*1000+j] so every row is unique."""
+    inputs = []
+    for r in range(ranks):
+        rows = [[i, j, i * 1000 + j] for i in range(len(sizes)) if source_rank[i] == r for j in range(sizes[i])]
+        inputs.append(np.array(rows, dtype=np.int64).reshape(-1, width))
+    return inputs
+
+
+def expected_outputs(target, sizes):
+    out = []
+    for r in range(target.ranks):
+        items = sorted((int(target.slot[i]), i) for i in range(len(sizes)) if target.rank[i] == r)
+        rows = [[i, j, i * 1000 + j] for _, i in items for j in range(sizes[i])]
+        out.append(np.array(rows, dtype=np.int64).reshape(-1, 3))
+    return out
+
+
+def simulate(plans, inputs):
+    """all_to_all_single among the plans' ranks, in process."""
+    ranks = len(plans)
+    sends = []
+    for p, x in zip(plans, inputs):
+        assert x.shape[0] == p.source_rows == sum(p.send_splits)
+        send = x[p.pack_index]
+        sends.append(np.split(send, np.cumsum(p.send_splits)[:-1]))
+    outs = []
+    for q, p in enumerate(plans):
+        recv = np.concatenate([sends[s][q] for s in range(ranks)]) if ranks else None
+        assert recv.shape[0] == p.dest_rows == sum(p.recv_splits)
+        assert all(sends[s][q].shape[0] == p.recv_splits[s] for s in range(ranks))
+        outs.append(recv[p.unpack_index])
+    return outs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plans_move_rows_exactly_and_inverse_restores(seed):
+    rng = np.random.default_rng(seed)
+    ranks = int(rng.integers(1, 6))
+    n = int(rng.integers(0, 40))
+    sizes = rng.integers(0, 5, n)  # zero-row items included
+    source_rank = rng.integers(0, ranks, n)
+    if seed == 0 and ranks > 1:
+        source_rank[:] = 0  # every other rank starts empty
+    target = mmbal.balance(rng.integers(0, 100, n), ranks, algorithm="lpt")
+    plans = [mmbal.alltoall_plan(source_rank, target, sizes, r) for r in range(ranks)]
+    assert len({p.fingerprint for p in plans}) == 1
+    assert all(p.rank == r and p.ranks == ranks for r, p in enumerate(plans))
+    inputs = make_rows(source_rank, sizes, ranks)
+    outs = simulate(plans, inputs)
+    for got, want in zip(outs, expected_outputs(target, sizes)):
+        np.testing.assert_array_equal(got, want)
+    back = simulate([p.inverse() for p in plans], outs)
+    for got, want in zip(back, inputs):
+        np.testing.assert_array_equal(got, want)
+    # Wire order: to one peer in ascending destination slot; recv_items are destination slots.
+    src_slot = source_slots(source_rank)
+    for r, p in enumerate(plans):
+        local = [i for i in range(n) if source_rank[i] == r]
+        by_slot = {int(src_slot[i]): i for i in local}
+        packed = [by_slot[s] for s in p.send_items.tolist()]
+        assert packed == sorted(local, key=lambda i: (int(target.rank[i]), int(target.slot[i])))
+        arrived = sorted((int(source_rank[i]), int(target.slot[i])) for i in range(n) if target.rank[i] == r)
+        assert p.recv_items.tolist() == [s for _, s in arrived]
+        assert p.send_items.dtype == np.int64 and p.pack_index.dtype == np.int64
+
+
+def test_fingerprint_changes_with_sizes_and_inverse():
+    target = mmbal.balance([3, 1, 2, 5], 2)
+    p = mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 1], 0)
+    q = mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 2], 0)
+    assert p.fingerprint != q.fingerprint
+    assert p.inverse().fingerprint != p.fingerprint
+    assert p.inverse().inverse().fingerprint == p.fingerprint
+
+
+def test_plan_bad_input():
+    target = mmbal.balance([3, 1, 2, 5], 2)
+    with pytest.raises(mmbal.Error, match="source_rank has 3 entries but target has 4 items"):
+        mmbal.alltoall_plan([0, 0, 1], target, [1, 1, 1, 1], 0)
+    with pytest.raises(mmbal.Error, match="sizes has 2 entries"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1], 0)
+    with pytest.raises(mmbal.Error, match=r"sizes\[1\] = -1"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, [1, -1, 1, 1], 0)
+    with pytest.raises(mmbal.Error, match=r"source_rank\[3\] = 2 is out of range"):
+        mmbal.alltoall_plan([0, 0, 1, 2], target, [1, 1, 1, 1], 0)
+    with pytest.raises(mmbal.Error, match="rank = 2 is out of range"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 1], 2)
+    with pytest.raises(mmbal.Error, match="rank = -1 is out of range"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 1], -1)
+    with pytest.raises(mmbal.Error, match="target must be an mmbal.Assignment"):
+        mmbal.alltoall_plan([0, 0, 1, 1], [0, 1, 0, 1], [1, 1, 1, 1], 0)
+    with pytest.raises(mmbal.Error, match="sizes: expected integers, got dtype float64"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, [1.0, 1, 1, 1], 0)
+
+
+# ------------------------------------------------------------------ bad input of balance
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: mmbal.balance([1, -2], 2), r"lengths\[1\] = -2 is out of range \[0, 4294967295\]"),
+        (lambda: mmbal.balance([1, 2**32], 2), r"lengths\[1\] = 4294967296 is out of range"),
+        (lambda: mmbal.balance(np.array([1.5, 2.0]), 2), "lengths: expected integers, got dtype float64"),
+        (lambda: mmbal.balance(np.array([True, False]), 2), "lengths: expected integers, got dtype bool"),
+        (lambda: mmbal.balance(np.ones((2, 2), dtype=np.int64), 2), r"lengths: expected a 1-D array, got shape \(2, 2\)"),
+        (lambda: mmbal.balance([1, 2], 0), r"ranks = 0 is out of range \[1, "),
+        (lambda: mmbal.balance([1, 2], -3), r"ranks = -3 is out of range"),
+        (lambda: mmbal.balance([1, 2], 2**40), r"ranks = 1099511627776 is out of range"),
+        (lambda: mmbal.balance([1, 2], 2.0), "ranks: expected an int, got 2.0"),
+        (lambda: mmbal.balance([1, 2], 2, algorithm="lpt+magic"), "unknown suffix"),
+        (lambda: mmbal.balance([1, 2], 2, algorithm="nope"), "unknown algorithm 'nope'"),
+        (lambda: mmbal.balance([1, 2], 2, cost="attention:alpha=nan"), "alpha = 'nan' is not a finite number"),
+        (lambda: mmbal.balance([1, 2], 2, cost="bogus"), "unknown cost spec 'bogus'"),
+        (lambda: mmbal.balance([1, 2], 2, algorithm="migrate"), "needs origin="),
+        (lambda: mmbal.balance([1, 2], 2, origin=[0]), "origin has 1 entries but lengths has 2"),
+        (lambda: mmbal.balance([1, 2], 2, origin=[0, 2]), r"origin\[1\] = 2 is out of range \[0, 1\]"),
+        (lambda: mmbal.balance([1, 2], 2, count_cap="some"), "count_cap = 'some'"),
+        (lambda: mmbal.balance([1, 2, 3], 1, count_cap=2), "count"),
+        (lambda: mmbal.balance([1, 2], 2, capacity=float("nan")), "capacity = nan must be a finite number"),
+        (lambda: mmbal.balance([1, 2], 2, capacity=1.0), "capacity"),
+        (lambda: mmbal.balance([1, 2], 2, groups=[0]), "groups has 1 entries"),
+        (lambda: mmbal.balance([1, 2], 2, colour="red"), "unknown constraint colour="),
+        (lambda: mmbal.balance([1, 2], 2, algorithm="padded", cost="tokens"), "needs a padded cost"),
+        (lambda: mmbal.balance("abc", 2), "lengths"),
+    ],
+)
+def test_balance_bad_input_raises_error_naming_the_value(call, message):
+    with pytest.raises(mmbal.Error, match=message) as info:
+        call()
+    assert isinstance(info.value, ValueError)
+
+
+def test_torch_tensors_are_accepted():
+    torch = pytest.importorskip("torch")
+    a = mmbal.balance(torch.tensor([4, 2, 9, 1], dtype=torch.int64), 2)
+    b = mmbal.balance([4, 2, 9, 1], 2)
+    np.testing.assert_array_equal(a.rank, b.rank)
+    with pytest.raises(mmbal.Error, match="lengths: expected integers, got dtype float32"):
+        mmbal.balance(torch.tensor([1.0, 2.0]), 2)
+
+
+# ------------------------------------------------------------------ module plumbing
+
+
+def test_results_own_their_cpp_buffers():
+    a = mmbal.balance(np.arange(100, dtype=np.int32), 4)
+    for arr in (a.rank, a.slot, a.loads):
+        assert type(arr.base).__name__ == "PyCapsule"  # the C++ vector, no copy
+    p = mmbal.alltoall_plan(np.zeros(100, dtype=np.int64), a, np.ones(100, dtype=np.int64), 0)
+    assert type(p.pack_index.base).__name__ == "PyCapsule"
+
+
+def test_concurrent_calls_from_threads_agree():
+    import threading
+
+    lengths = np.random.default_rng(0).integers(0, 5000, 20000)
+    want = mmbal.balance(lengths, 16, algorithm="lpt+refine")
+    results = [None] * 4
+
+    def work(i):
+        results[i] = mmbal.balance(lengths, 16, algorithm="lpt+refine")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r.rank, want.rank)
+        np.testing.assert_array_equal(r.slot, want.slot)
+
+
+def test_stub_lists_every_public_name_of_the_module():
+    import ast
+    import os
+
+    stub = os.path.join(os.path.dirname(mmbal.__file__), "_core.pyi")
+    tree = ast.parse(open(stub).read())
+    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    public = {n for n in dir(mmbal._core) if not n.startswith("_")}
+    assert public == stubbed
+    assert os.path.exists(os.path.join(os.path.dirname(mmbal.__file__), "py.typed"))
+    for name in mmbal.__all__:
+        assert getattr(mmbal, name).__doc__, name

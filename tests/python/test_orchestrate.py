@@ -1,0 +1,171 @@
+"""mmbal.Workload / Orchestrator / Orchestration: items, targets, phase and composed plans
+checked by moving NumPy rows and comparing with layouts recomputed in Python."""
+
+import numpy as np
+import pytest
+
+import mmbal
+
+
+def random_workload(rng, samples, ranks):
+    """A workload with text, image and audio segments; returns the Workload and its arrays."""
+    sample_rank = np.sort(rng.integers(0, ranks, samples))  # rank-major gathered order
+    seg_sample, seg_mod, seg_tok, seg_enc = [], [], [], []
+    for s in range(samples):
+        for _ in range(int(rng.integers(0, 5))):
+            mod = ["text", "image", "audio"][int(rng.integers(0, 3))]
+            tok = int(rng.integers(0, 50))  # zero-length segments included
+            seg_sample.append(s)
+            seg_mod.append(mod)
+            seg_tok.append(tok)
+            seg_enc.append(tok * 4 if mod != "text" else tok)
+    w = mmbal.Workload(sample_rank, np.array(seg_sample, dtype=np.int64), seg_mod, np.array(seg_tok, dtype=np.int64),
+                       np.array(seg_enc, dtype=np.int64))
+    return w, sample_rank, np.array(seg_sample, dtype=np.int64), seg_mod, np.array(seg_tok), np.array(seg_enc)
+
+
+def run(plans, inputs):
+    """all_to_all_single among the plans' ranks, in process (rows of any width)."""
+    ranks = len(plans)
+    sends = [np.split(x[p.pack_index], np.cumsum(p.send_splits)[:-1]) for p, x in zip(plans, inputs)]
+    outs = []
+    for q, p in enumerate(plans):
+        recv = np.concatenate([sends[s][q] for s in range(ranks)])
+        assert recv.shape[0] == p.dest_rows
+        outs.append(recv[p.unpack_index])
+    return outs
+
+
+def rows_of(keys, sizes):
+    """Rows for items `keys` (in order): item k contributes sizes[k] rows [k, j]."""
+    rows = [[k, j] for k in keys for j in range(int(sizes[k]))]
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
+
+
+POLICIES = {"llm": ("tokens", "lpt"), "image": ("tokens", "lpt+refine"), "audio": ("padded", "padded")}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_orchestration_items_targets_and_plans(seed):
+    rng = np.random.default_rng(seed)
+    ranks = int(rng.integers(1, 6))
+    samples = int(rng.integers(1, 30))
+    w, sample_rank, seg_sample, seg_mod, seg_tok, seg_enc = random_workload(rng, samples, ranks)
+    orch = mmbal.Orchestrator(ranks, ranks_per_node=2, policies=POLICIES, threads=2)
+    o = orch.plan(w)
+    assert o.phases[-1] == "llm"
+    present = [m for m in dict.fromkeys(seg_mod) if m != "text"]
+    assert o.phases[:-1] == present
+    assert o.fingerprint == mmbal.Orchestrator(ranks, ranks_per_node=2, policies=POLICIES, threads=1).plan(w).fingerprint
+
+    # LLM phase: items are the samples, weight = total tokens.
+    sample, segment, length = o.items("llm")
+    np.testing.assert_array_equal(sample, np.arange(samples))
+    np.testing.assert_array_equal(segment, np.full(samples, -1))
+    np.testing.assert_array_equal(length, np.bincount(seg_sample, weights=seg_tok, minlength=samples).astype(int))
+    llm = o.target("llm")
+    llm.validate()
+    np.testing.assert_allclose(llm.loads, np.bincount(llm.rank, weights=length, minlength=ranks))
+    np.testing.assert_array_equal(o.origin("llm"), sample_rank)
+
+    for m in present:
+        sample, segment, length = o.items(m)
+        rows = [k for k in range(len(seg_mod)) if seg_mod[k] == m]
+        np.testing.assert_array_equal(segment, rows)
+        np.testing.assert_array_equal(sample, seg_sample[rows])
+        np.testing.assert_array_equal(length, seg_enc[rows])
+        t = o.target(m)
+        t.validate()
+        rep = o.report(m)
+        np.testing.assert_allclose(rep["loads_after"], t.loads)
+        assert rep["items"] == len(rows)
+
+        # Encoder phase: rows of each segment (encoder length rows) from origin to encoder rank.
+        enc_sizes = seg_enc[rows]
+        origin = o.origin(m)
+        plans = [o.phase_plan(m, r) for r in range(ranks)]
+        assert len({p.fingerprint for p in plans}) == 1
+        inputs = [rows_of([i for i in range(len(rows)) if origin[i] == r], enc_sizes) for r in range(ranks)]
+        outs = run(plans, inputs)
+        for r in range(ranks):
+            mine = sorted((int(t.slot[i]), i) for i in range(len(rows)) if t.rank[i] == r)
+            np.testing.assert_array_equal(outs[r], rows_of([i for _, i in mine], enc_sizes))
+
+        # Composed plan: encoder outputs (LLM-token rows) from the encoder ranks straight to the
+        # LLM rank, in assembly order: LLM slot order of the samples, then segment order.
+        tok_sizes = seg_tok[rows]
+        enc_out = []
+        for r in range(ranks):
+            mine = sorted((int(t.slot[i]), i) for i in range(len(rows)) if t.rank[i] == r)
+            enc_out.append(rows_of([i for _, i in mine], tok_sizes))
+        cplans = [o.composed_plan(m, r) for r in range(ranks)]
+        assert len({p.fingerprint for p in cplans}) == 1
+        got = run(cplans, enc_out)
+        ct = o.composed_target(m)
+        for r in range(ranks):
+            llm_samples = sorted((int(llm.slot[s]), s) for s in range(samples) if llm.rank[s] == r)
+            order = [i for _, s in llm_samples for i in range(len(rows)) if sample[i] == s]  # rows ascend = sequence
+            np.testing.assert_array_equal(got[r], rows_of(order, tok_sizes))
+            np.testing.assert_array_equal(ct.slot[order], np.arange(len(order)))
+        back = run([p.inverse() for p in cplans], got)
+        for r in range(ranks):
+            np.testing.assert_array_equal(back[r], enc_out[r])
+        # Explicit sizes override the defaults (e.g. 2 rows per token).
+        p2 = o.composed_plan(m, 0, sizes=2 * tok_sizes)
+        assert p2.source_rows == 2 * cplans[0].source_rows
+
+
+def test_default_policies_and_reports():
+    w = mmbal.Workload([0, 1], [0, 0, 1], ["text", "audio", "text"], [4, 6, 9], [4, 60, 9])
+    orch = mmbal.Orchestrator(2)
+    cost, algorithm = orch.policy("llm")
+    assert cost.startswith("attention:alpha=1,beta=1.54") and algorithm == "lpt"
+    assert orch.policy("audio") == ("padded", "padded")
+    o = orch.plan(w)
+    rep = o.report("llm")
+    assert rep["cost"] == cost and rep["items"] == 2
+    assert rep["max_after"] <= rep["max_before"]
+
+
+def test_empty_workload_has_only_the_llm_phase():
+    o = mmbal.Orchestrator(3).plan(mmbal.Workload([], [], [], []))
+    assert o.phases == ["llm"]
+    assert len(o.target("llm").rank) == 0
+    p = o.phase_plan("llm", 2)
+    assert p.send_splits == [0, 0, 0] and p.dest_rows == 0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: mmbal.Workload([0, 1], [0, 2], ["text", "text"], [1, 1]), r"segment_sample\[1\] = 2 is out of range"),
+        (lambda: mmbal.Workload([0, 1], [1, 0], ["text", "text"], [1, 1]), r"segment_sample\[1\] = 0 < segment_sample"),
+        (lambda: mmbal.Workload([0, -1], [0], ["text"], [1]), r"sample_rank\[1\] = -1"),
+        (lambda: mmbal.Workload([0], [0], ["text"], [-5]), r"segment_tokens\[0\] = -5"),
+        (lambda: mmbal.Workload([0], [0], ["text"], [1, 2]), "segment_tokens has 2 entries"),
+        (lambda: mmbal.Workload([0], [0], [3], [1]), r"segment_modality\[0\] = 3 is not a str"),
+        (lambda: mmbal.Workload([0], [0], "text", [1]), "segment_modality: expected a sequence"),
+        (lambda: mmbal.Workload([0], [0], ["llm"], [1]), "reserved"),
+        (lambda: mmbal.Workload([0], [0, 0], ["text", "image"], [2**31, 2**31]), "LLM length 4294967296 exceeds"),
+        (lambda: mmbal.Orchestrator(0), r"ranks = 0 is out of range"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": ("tokens", "nope")}), "phase 'llm': unknown algorithm 'nope'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": ("attention:beta=nan", "lpt")}), "beta = 'nan'"),
+        (lambda: mmbal.Orchestrator(2, policies={"text": ("tokens", "lpt")}), "phase 'text' does not exist"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"colour": 1}}), "unknown key 'colour'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"capacity": float("nan")}}), "capacity = nan"),
+        (lambda: mmbal.Orchestrator(2, bytes_per_token=0), "bytes_per_token = 0"),
+        (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0, 5], [], [], [])), "is on rank 5 >= ranks 2"),
+        (lambda: mmbal.Orchestrator(2).plan([0, 1]), "expected an mmbal.Workload"),
+        (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0], [], [], [])).phase_plan("video", 0), "no phase 'video'"),
+        (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0], [], [], [])).phase_plan("llm", 2), "rank = 2"),
+        (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0], [], [], [])).phase_plan("llm", 0, [1, 2]),
+         "sizes has 2 entries but there are 1 items"),
+        (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0], [], [], [])).composed_plan("llm", 0),
+         "no encoder phase 'llm'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": ("tokens", "lpt")}).plan(
+            mmbal.Workload([0, 1], [0, 1], ["text", "text"], [1, 1])).phase_plan("llm", 0, [1, -1]), r"sizes\[1\] = -1"),
+    ],
+)
+def test_orchestrator_bad_input(call, message):
+    with pytest.raises(mmbal.Error, match=message):
+        call()

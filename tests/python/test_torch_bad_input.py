@@ -1,0 +1,119 @@
+"""Bad input to mmbal.torch raises mmbal.Error naming the value, on the rank that has it,
+before any collective.
+
+Why most cases make EVERY rank bad: a rank that raises before a collective leaves the good
+ranks waiting inside it; with every rank bad, nobody enters the collective, and a valid
+exchange right after proves that no collective was started (the ranks are still in step).
+`test_one_bad_rank_times_out_the_others` shows the one-bad-rank case with a process group
+timeout: the bad rank raises mmbal.Error, the others get the backend's timeout, nobody hangs."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mmbal  # noqa: E402
+import mmbal.torch as mt  # noqa: E402
+import torch_harness  # noqa: E402
+
+
+def simple_plan(rank, ranks, plan_rank=None, plan_ranks=None):
+    """Item i of 2 rows on rank i % ranks moves to rank (i + 1) % ranks."""
+    pr = ranks if plan_ranks is None else plan_ranks
+    n = 2 * pr
+    source = np.arange(n) % pr
+    target = mmbal.Assignment(((np.arange(n) + 1) % pr).astype(np.int32), (np.arange(n) // pr).astype(np.int32), pr)
+    return mmbal.alltoall_plan(source, target, np.full(n, 2), rank if plan_rank is None else plan_rank)
+
+
+def still_in_step(rank, ranks):
+    plan = simple_plan(rank, ranks)
+    y = mt.exchange(torch.full((4, 1), float(rank)), plan)
+    assert y.view(-1).tolist() == [float((rank - 1) % ranks)] * 4
+
+
+def bad_exchange_worker(rank, ranks):
+    plan = simple_plan(rank, ranks)
+    cases = [
+        (lambda: mt.exchange(torch.zeros(5, 3), plan), r"x has 5 rows \(dim 0\) but the plan expects source_rows = 4"),
+        (lambda: mt.exchange(torch.zeros(4), simple_plan(rank, ranks, plan_rank=(rank + 1) % ranks)), rf"plan.rank = {(rank + 1) % ranks} but this process is rank {rank}"),
+        (lambda: mt.exchange(torch.zeros(4), simple_plan(0, ranks, plan_rank=0, plan_ranks=3)), "plan.ranks = 3 but the group has 4 ranks"),
+        (lambda: mt.exchange(torch.tensor(1.0), plan), "0-d tensor"),
+        (lambda: mt.exchange(np.zeros(4), plan), "must be a torch.Tensor, got ndarray"),
+        (lambda: mt.exchange(torch.zeros(4), mmbal.Assignment(np.zeros(1, np.int32), np.zeros(1, np.int32), ranks)), "has no attribute"),
+        (lambda: mt.exchange(torch.zeros(4, dtype=torch.complex64), plan), "complex"),
+    ]
+    for call, message in cases:
+        with pytest.raises(mmbal.Error, match=message):
+            call()
+        still_in_step(rank, ranks)
+    return len(cases)
+
+
+def test_bad_exchange_raises_before_the_collective():
+    assert torch_harness.run(bad_exchange_worker, 4) == [7] * 4
+
+
+def bad_metadata_worker(rank, ranks):
+    good = dict(samples=2, segment_sample=[0, 1], segment_modality=[0, 1], segment_tokens=[3, 4], segment_encoder_len=[0, 8])
+    cases = [
+        (dict(segment_tokens=torch.tensor([3.0, 4.0])), "segment_tokens must be an integer tensor, got dtype torch.float32"),
+        (dict(segment_tokens=np.array([3.5, 4.0])), "segment_tokens must hold integers, got dtype float64"),
+        (dict(segment_encoder_len=[0, -8]), r"segment_encoder_len\[1\] = -8 is negative"),
+        (dict(segment_sample=[1, 0]), r"segment_sample\[1\] = 0 decreases"),
+        (dict(segment_sample=[0, 2]), r"segment_sample\[1\] = 2 >= samples = 2"),
+        (dict(segment_modality=[0]), "segment_modality has 1 entries but segment_sample has 2"),
+        (dict(segment_tokens=[[3, 4]]), "must be 1-D"),
+        (dict(samples=-1), "samples = -1 is negative"),
+        (dict(samples=2.0), "samples must be an int"),
+        (dict(segment_modality=[0, 300]), "id 300 > 255"),
+    ]
+    for change, message in cases:
+        with pytest.raises(mmbal.Error, match=message):
+            mt.LocalMetadata(**{**good, **change})
+    balancer = mt.StepBalancer(modalities=("text", "image"))
+    with pytest.raises(mmbal.Error, match="segment_modality id 2 has no name"):
+        balancer.plan(mt.LocalMetadata(**{**good, "segment_modality": [0, 2]}))
+    with pytest.raises(mmbal.Error, match="must be a LocalMetadata"):
+        mt.gather_metadata({"samples": 1})
+    with pytest.raises(mmbal.Error, match="modalities\\[0\\] must be 'text'"):
+        mt.StepBalancer(modalities=("image",))
+    with pytest.raises(mmbal.Error, match="policies names phase 'audio'"):
+        mt.StepBalancer(modalities=("text", "image"), policies={"audio": ("tokens", "lpt")})
+    with pytest.raises(mmbal.Error, match="engine = 'fast'"):
+        mt.StepBalancer(engine="fast")
+    with pytest.raises(mmbal.Error):  # the orchestrator rejects a spec that does not parse
+        mt.StepBalancer(modalities=("text", "image"), policies={"image": ("tokens:oops=1", "lpt")})
+    # still in step: a good plan works, and its moves check sizes
+    plan = balancer.plan(mt.LocalMetadata(**good))
+    with pytest.raises(mmbal.Error, match="sizes has 3 entries but the phase has 8 items"):
+        plan.move_samples(torch.zeros(1), sizes=[1, 1, 1])
+    with pytest.raises(mmbal.Error, match="no encoder phase 'audio'"):
+        plan.encoder_plan("audio")
+    with pytest.raises(mmbal.Error, match="x has 3 rows"):
+        plan.move_samples(torch.zeros(3), sizes=np.ones(plan.meta.samples, np.int64))
+    still_in_step(rank, ranks)
+    return True
+
+
+def test_bad_metadata_raises_before_the_gather():
+    assert torch_harness.run(bad_metadata_worker, 4) == [True] * 4
+
+
+def one_bad_rank_worker(rank, ranks):
+    plan = simple_plan(rank, ranks)
+    rows = 5 if rank == 1 else 4
+    try:
+        mt.exchange(torch.zeros(rows), plan)
+    except mmbal.Error as e:
+        return ("mmbal.Error", str(e))
+    except RuntimeError as e:  # the backend's timeout on the good ranks
+        return ("RuntimeError", str(e))
+    return ("no error", "")
+
+
+def test_one_bad_rank_times_out_the_others():
+    out = torch_harness.run(one_bad_rank_worker, 4, timeout_s=4)
+    assert out[1][0] == "mmbal.Error" and "x has 5 rows" in out[1][1]
+    for r in (0, 2, 3):
+        assert out[r][0] == "RuntimeError", out[r]

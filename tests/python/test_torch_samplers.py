@@ -1,0 +1,196 @@
+"""Batch samplers of mmbal.torch: equal batch counts, every sample exactly once per epoch,
+set_epoch, exact mid-epoch resume, bad input. No process group needed (num_replicas/rank)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import mmbal  # noqa: E402
+import mmbal.torch as mt  # noqa: E402
+
+
+def epoch_batches(make, ranks):
+    """Every rank's batches of one epoch (each rank its own sampler instance)."""
+    return [list(make(r)) for r in range(ranks)]
+
+
+def check_epoch(per_rank, n):
+    counts = {len(b) for b in per_rank}
+    assert len(counts) == 1, f"ranks got different batch counts {[len(b) for b in per_rank]}"
+    seen = sorted(i for batches in per_rank for b in batches for i in b)
+    assert seen == list(range(n)), "every sample exactly once in the epoch"
+
+
+CASES = [(n, ranks, budget) for n in (0, 1, 3, 7, 40, 113) for ranks in (1, 2, 3, 4, 5) for budget in (1, 50, 170, 1000)]
+
+
+@pytest.mark.parametrize("n,ranks,budget", CASES)
+def test_token_budget_epoch_properties(n, ranks, budget):
+    rng = np.random.default_rng(n * 31 + ranks)
+    lengths = {"text": rng.integers(0, 60, n), "image": rng.integers(0, 80, n) * (rng.random(n) < 0.5), "audio": rng.integers(0, 30, n), "video": np.zeros(n, np.int64)}
+    cost = sum(lengths.values())
+    for epoch in (0, 3):
+
+        def make(r):
+            s = mt.TokenBudgetSampler(lengths, budget, num_replicas=ranks, rank=r, seed=11)
+            s.set_epoch(epoch)
+            return s
+
+        per_rank = epoch_batches(make, ranks)
+        check_epoch(per_rank, n)
+        assert all(len(make(r)) == len(per_rank[r]) for r in range(ranks))
+        # budget: a batch above it is a single oversize sample or one of <= ranks-1 merges
+        over = [b for batches in per_rank for b in batches if len(b) > 1 and cost[b].sum() > budget]
+        assert len(over) <= ranks - 1
+        # empty batches only when there are fewer samples than ranks
+        empties = sum(1 for batches in per_rank for b in batches if not b)
+        assert empties == (ranks - n if 0 < n < ranks else 0)
+        if n == 0:
+            assert per_rank == [[] for _ in range(ranks)]  # no batch at all, on every rank
+
+
+def test_token_budget_counts_every_modality():
+    # 2 samples of 10 text tokens + 100 image tokens: budget 150 cannot hold both
+    s = mt.TokenBudgetSampler([[10, 100], [10, 100]], 150, num_replicas=1, rank=0, shuffle=False)
+    assert list(s) == [[0], [1]]
+    # the same by text alone would fit in one batch
+    s = mt.TokenBudgetSampler([10, 10], 150, num_replicas=1, rank=0, shuffle=False)
+    assert list(s) == [[0, 1]]
+    # weights scale modalities
+    s = mt.TokenBudgetSampler([[10, 100], [10, 100]], 150, num_replicas=1, rank=0, shuffle=False, weights=[1, 0.5])
+    assert list(s) == [[0, 1]]
+
+
+def test_epochs_reshuffle_deterministically():
+    lengths = np.arange(1, 60)
+    a = mt.TokenBudgetSampler(lengths, 100, num_replicas=2, rank=0, seed=5)
+    b = mt.TokenBudgetSampler(lengths, 100, num_replicas=2, rank=0, seed=5)
+    e0 = list(a)
+    assert e0 == list(b) == list(a)  # same epoch, same batches, also when iterated again
+    a.set_epoch(1)
+    assert list(a) != e0
+    c = mt.TokenBudgetSampler(lengths, 100, num_replicas=2, rank=0, seed=6)
+    assert list(c) != e0
+
+
+@pytest.mark.parametrize("stop", [0, 1, 4, 9])
+def test_resume_mid_epoch_exactly(stop):
+    lengths = np.random.default_rng(3).integers(1, 90, 101)
+    s = mt.TokenBudgetSampler(lengths, 120, num_replicas=3, rank=2, seed=9)
+    s.set_epoch(2)
+    full = list(s)
+    assert len(full) > 9
+    it = iter(s)
+    taken = [next(it) for _ in range(stop)]
+    state = s.state_dict()
+    assert state == {"epoch": 2, "seed": 9, "position": stop}
+    fresh = mt.TokenBudgetSampler(lengths, 120, num_replicas=3, rank=2, seed=9)
+    fresh.load_state_dict(state)
+    assert len(fresh) == len(full)
+    assert taken + list(fresh) == full
+    # after the resumed epoch the next pass is a whole epoch again
+    assert list(fresh) == full
+    # consumed= overrides the count (DataLoader prefetch)
+    assert s.state_dict(consumed=1)["position"] == 1
+
+
+def test_bad_input_raises_mmbal_error():
+    with pytest.raises(mmbal.Error, match="negative"):
+        mt.TokenBudgetSampler([1, -2], 10, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="integers"):
+        mt.TokenBudgetSampler([1.5, 2.0], 10, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="max_tokens"):
+        mt.TokenBudgetSampler([1, 2], 0, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="max_tokens"):
+        mt.TokenBudgetSampler([1, 2], float("nan"), num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="rank = 2"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas=2, rank=2)
+    with pytest.raises(mmbal.Error, match="num_replicas = 0"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas=0, rank=0)
+    with pytest.raises(mmbal.Error, match="different lengths"):
+        mt.TokenBudgetSampler({"text": [1, 2], "image": [1]}, 10, num_replicas=1, rank=0)
+    s = mt.TokenBudgetSampler([1, 2], 10, num_replicas=1, rank=0, seed=1)
+    with pytest.raises(mmbal.Error, match="seed 2"):
+        s.load_state_dict({"epoch": 0, "seed": 2, "position": 0})
+    with pytest.raises(mmbal.Error, match="position 5"):
+        s.load_state_dict({"epoch": 0, "seed": 1, "position": 5})
+    with pytest.raises(mmbal.Error, match="missing key"):
+        s.load_state_dict({"epoch": 0})
+
+
+def test_deal_groups_merges_and_splits_without_loss():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        ranks = int(rng.integers(1, 6))
+        sizes = rng.integers(0, 4, int(rng.integers(0, 12)))
+        items = iter(range(1000))
+        groups = [[next(items) for _ in range(k)] for k in sizes]
+        costs = [float(len(g)) for g in groups]
+        out = mt.deal_groups(groups, ranks, costs)
+        assert len(out) % ranks == 0
+        assert sorted(i for g in out for i in g) == sorted(i for g in groups for i in g)
+        n = sum(len(g) for g in groups)
+        if n >= ranks:
+            assert all(out), "no empty group when there are enough samples"
+
+
+ISF_CASES = [(n, ranks) for n in (0, 1, 5, 64, 300) for ranks in (1, 3, 4)]
+
+
+@pytest.mark.parametrize("n,ranks", ISF_CASES)
+def test_isf_sampler_epoch_properties(n, ranks):
+    rng = np.random.default_rng(n + 7 * ranks)
+    vision = rng.integers(0, 5, n) * (rng.random(n) < 0.7)  # images per sample, some text-only
+    text = rng.integers(20, 400, n)
+    text[:1] = 5000  # an oversize sample: a group of its own
+    for epoch in (0, 1):
+
+        def make(r):
+            s = mt.ISFSampler(vision, text, 8, 1024, num_replicas=ranks, rank=r, seed=3)
+            s.set_epoch(epoch)
+            return s
+
+        per_rank = epoch_batches(make, ranks)
+        check_epoch(per_rank, n)
+        # the caps hold except for oversize singletons and <= ranks-1 merged groups
+        over = [b for batches in per_rank for b in batches if len(b) > 1 and (vision[b].sum() > 8 or text[b].sum() > 1024)]
+        assert len(over) <= ranks - 1
+    a, b = make(0), make(0)
+    a.set_epoch(0)
+    b.set_epoch(1)
+    if n > 5:
+        assert list(a) != list(b), "epochs reshuffle"
+
+
+def test_isf_sampler_resumes_and_refuses_lossy_options():
+    rng = np.random.default_rng(1)
+    vision, text = rng.integers(0, 6, 200), rng.integers(10, 500, 200)
+    s = mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=1, seed=4)
+    full = list(s)
+    it = iter(s)
+    head = [next(it) for _ in range(3)]
+    fresh = mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=1, seed=4)
+    fresh.load_state_dict(s.state_dict())
+    assert head + list(fresh) == full
+    with pytest.raises(mmbal.Error, match="would drop samples"):
+        mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=0, oversize="drop")
+    with pytest.raises(mmbal.Error, match="would drop samples"):
+        mt.ISFSampler(vision, text, 10, 2048, num_replicas=2, rank=0, drop_unfilled=True)
+    with pytest.raises(mmbal.Error, match="vision has 200 samples but text has 3"):
+        mt.ISFSampler(vision, [1, 2, 3], 10, 2048, num_replicas=2, rank=0)
+    with pytest.raises(mmbal.Error):  # ISF's own check: Qv > 0
+        mt.ISFSampler(vision, text, 0, 2048, num_replicas=2, rank=0)
+
+
+def test_samplers_drive_a_dataloader():
+    lengths = np.random.default_rng(5).integers(1, 50, 37)
+    dataset = torch.arange(37)
+    seen = []
+    for rank in range(3):
+        sampler = mt.TokenBudgetSampler(lengths, 80, num_replicas=3, rank=rank, seed=2)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler)
+        batches = [b.tolist() for b in loader]
+        assert len(batches) == len(loader) == len(sampler)
+        assert batches == list(sampler)
+        seen += [i for b in batches for i in b]
+    assert sorted(seen) == list(range(37))
