@@ -21,6 +21,7 @@ class AllToAllPlan:
     pack_index: npt.NDArray[np.int64]
     unpack_index: npt.NDArray[np.int64]
     fingerprint: int
+    def check(self, rank: int, rows: int) -> None: ...
     def inverse(self) -> AllToAllPlan: ...
 
 def balance(

@@ -131,24 +131,36 @@ struct unsigned_view {
 using lengths_view = unsigned_view<std::uint32_t>;
 using u64_view = unsigned_view<std::uint64_t>;
 
+/// `obj` as a Python int through `operator.index` (so NumPy integers work; floats, strings and
+/// bools do not), named `name` in the error.
+py::int_ as_index(py::handle obj, const char* name) {
+  if (!py::isinstance<py::bool_>(obj)) {
+    PyObject* v = PyNumber_Index(obj.ptr());
+    if (v != nullptr) return py::reinterpret_steal<py::int_>(v);
+    PyErr_Clear();
+  }
+  throw_invalid(name, ": expected an int, got ", std::string(py::repr(obj)), " (",
+                std::string(py::str(obj.get_type().attr("__name__"))), ")");
+}
+
+/// An int from `obj` in [lo, hi], else `invalid_input` naming `name` and the value.
+std::uint64_t int_in_range(py::handle obj, const char* name, std::uint64_t lo, std::uint64_t hi) {
+  const py::int_ v = as_index(obj, name);
+  if (v.attr("__lt__")(py::int_(lo)).cast<bool>() || v.attr("__gt__")(py::int_(hi)).cast<bool>())
+    throw_invalid(name, " = ", std::string(py::str(py::handle(v))), " is out of range [", lo, ", ", hi, "]");
+  return v.cast<std::uint64_t>();
+}
+
 /// A count of ranks (or any positive 32-bit count) from a Python int: 1 ≤ value ≤ 2^32 − 1.
 mmbal::rank_t positive_count(py::handle obj, const char* name) {
-  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
-    throw_invalid(name, ": expected an int, got ", std::string(py::str(obj)), " (",
-                  std::string(py::str(obj.get_type().attr("__name__"))), ")");
-  const auto v = obj.cast<py::int_>();
-  if (py::int_(0).attr("__ge__")(v).cast<bool>() || v.attr("__gt__")(py::int_(u32_max)).cast<bool>())
-    throw_invalid(name, " = ", std::string(py::str(obj)), " is out of range [1, ", u32_max, "]");
-  return v.cast<mmbal::rank_t>();
+  return static_cast<mmbal::rank_t>(int_in_range(obj, name, 1, u32_max));
 }
 
 /// A rank index from a Python int: 0 ≤ value < ranks.
 mmbal::rank_t rank_index(py::handle obj, const char* name, mmbal::rank_t ranks) {
-  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
-    throw_invalid(name, ": expected an int, got ", std::string(py::str(obj)));
-  const auto v = obj.cast<py::int_>();
-  if (py::int_(0).attr("__gt__")(v).cast<bool>() || !v.attr("__lt__")(py::int_(ranks)).cast<bool>())
-    throw_invalid(name, " = ", std::string(py::str(obj)), " is out of range [0, ", ranks, ")");
+  const py::int_ v = as_index(obj, name);
+  if (v.attr("__lt__")(py::int_(0)).cast<bool>() || !v.attr("__lt__")(py::int_(ranks)).cast<bool>())
+    throw_invalid(name, " = ", std::string(py::str(py::handle(v))), " is out of range [0, ", ranks, ")");
   return v.cast<mmbal::rank_t>();
 }
 
@@ -683,7 +695,7 @@ struct py_orchestrator {
     mmbal::orchestrate::orchestrator_options o;
     o.ranks = positive_count(ranks, "ranks");
     o.ranks_per_node = rank_index(ranks_per_node, "ranks_per_node", u32_max);
-    o.threads = threads.is_none() ? 0 : rank_index(threads, "threads", 1025);
+    o.threads = threads.is_none() ? 0 : static_cast<unsigned>(int_in_range(threads, "threads", 0, 1024));
     o.bytes_per_token = positive_count(bytes_per_token, "bytes_per_token");
     o.relabel = relabel;
     mmbal::orchestrate::orchestrator out(o);
@@ -725,10 +737,10 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
   mmbal::sampling::isf_options o;
   o.qv = positive_count(qv, "qv");
   o.qt = positive_count(qt, "qt");
-  if (!qv_target.is_none()) o.qv_target = rank_index(qv_target, "qv_target", o.qv + 1);
-  if (!qt_target.is_none()) o.qt_target = rank_index(qt_target, "qt_target", o.qt + 1);
-  o.iterations = rank_index(iterations, "iterations", 1u << 20);
-  o.seed = seed.cast<py::int_>().cast<std::uint64_t>();
+  if (!qv_target.is_none()) o.qv_target = int_in_range(qv_target, "qv_target", 0, o.qv);
+  if (!qt_target.is_none()) o.qt_target = int_in_range(qt_target, "qt_target", 0, o.qt);
+  o.iterations = static_cast<std::uint32_t>(int_in_range(iterations, "iterations", 0, 1u << 20));
+  o.seed = int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max());
   using policy = mmbal::sampling::oversize_policy;
   if (oversize == "singleton")
     o.oversize = policy::singleton;
@@ -788,10 +800,11 @@ py::dict distribution_dict(const mmbal::token_distribution& d) {
 py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
                            const std::string& distributor, py::handle seed) {
   const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
-  const std::uint64_t t = tokens.cast<py::int_>().cast<std::uint64_t>();
+  const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::numeric_limits<std::uint64_t>::max());
   const mmbal::rank_t g = positive_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
-  const mmbal::any_distributor d = mmbal::parse_distributor(distributor, seed.cast<py::int_>().cast<std::uint64_t>());
+  const mmbal::any_distributor d =
+      mmbal::parse_distributor(distributor, int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max()));
   mmbal::token_distribution out;
   {
     py::gil_scoped_release unlocked;
@@ -959,6 +972,20 @@ fingerprint is equal on every rank for the same global plan (the rearrangement a
                     "int64, dest_rows entries: output = recv_buffer[unpack_index] (destination slot order).")
       .def_readonly("fingerprint", &py_plan::fingerprint,
                     "64-bit hash of the global plan (every item's locations and size); equal on every rank.")
+      .def(
+          "check",
+          [](const py_plan& p, py::handle rank, py::handle rows) {
+            const mmbal::rank_t r = rank_index(rank, "rank", u32_max);
+            if (r != p.rank)
+              throw_invalid("AllToAllPlan: made for rank ", p.rank, " of ", p.ranks, " but used on rank ", r);
+            const std::uint64_t n = int_in_range(rows, "rows", 0, std::numeric_limits<std::uint64_t>::max());
+            if (n != p.source_rows)
+              throw_invalid("AllToAllPlan: the input has ", n, " rows but the plan for rank ", p.rank,
+                            " expects source_rows = ", p.source_rows);
+          },
+          py::arg("rank"), py::arg("rows"),
+          "Raises mmbal.Error unless this plan is for `rank` and an input of `rows` rows matches it "
+          "(rows == source_rows). Call it before any collective.")
       .def("inverse", &py_plan::inverse,
            "The plan (for the same rank) that moves every item back: its input is this plan's output.")
       .def("__repr__", [](const py_plan& p) {

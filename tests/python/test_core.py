@@ -194,6 +194,30 @@ def test_plans_move_rows_exactly_and_inverse_restores(seed):
         assert p.send_items.dtype == np.int64 and p.pack_index.dtype == np.int64
 
 
+def test_plan_check_rejects_another_rank_or_row_count():
+    target = mmbal.balance([3, 1, 2, 5], 2)
+    p = mmbal.alltoall_plan([0, 0, 1, 1], target, [2, 1, 1, 1], 0)
+    p.check(0, 3)
+    p.check(np.int64(0), np.int64(3))
+    with pytest.raises(mmbal.Error, match="made for rank 0 of 2 but used on rank 1"):
+        p.check(1, 3)
+    with pytest.raises(mmbal.Error, match="the input has 4 rows but the plan for rank 0 expects source_rows = 3"):
+        p.check(0, 4)
+    with pytest.raises(mmbal.Error, match="rows = -1 is out of range"):
+        p.check(0, -1)
+
+
+def test_numpy_integers_are_accepted_as_ints_floats_are_not():
+    a = mmbal.balance([4, 2, 9, 1], np.int64(2))
+    assert a.ranks == 2
+    p = mmbal.alltoall_plan([0, 0, 1, 1], a, [1, 1, 1, 1], np.int32(1))
+    assert p.rank == 1
+    with pytest.raises(mmbal.Error, match=r"ranks: expected an int, got 2.0 \(float\)"):
+        mmbal.balance([4, 2], 2.0)
+    with pytest.raises(mmbal.Error, match="ranks: expected an int, got True"):
+        mmbal.balance([4, 2], True)
+
+
 def test_fingerprint_changes_with_sizes_and_inverse():
     target = mmbal.balance([3, 1, 2, 5], 2)
     p = mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 1], 0)
@@ -237,7 +261,7 @@ def test_plan_bad_input():
         (lambda: mmbal.balance([1, 2], 0), r"ranks = 0 is out of range \[1, "),
         (lambda: mmbal.balance([1, 2], -3), r"ranks = -3 is out of range"),
         (lambda: mmbal.balance([1, 2], 2**40), r"ranks = 1099511627776 is out of range"),
-        (lambda: mmbal.balance([1, 2], 2.0), "ranks: expected an int, got 2.0"),
+        (lambda: mmbal.balance([1, 2], "2"), "ranks: expected an int, got '2'"),
         (lambda: mmbal.balance([1, 2], 2, algorithm="lpt+magic"), "unknown suffix"),
         (lambda: mmbal.balance([1, 2], 2, algorithm="nope"), "unknown algorithm 'nope'"),
         (lambda: mmbal.balance([1, 2], 2, cost="attention:alpha=nan"), "alpha = 'nan' is not a finite number"),
