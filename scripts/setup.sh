@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build git python3 clang-format
   catch2 libbenchmark-dev nlohmann-json3-dev libcli11-dev libboost-dev librange-v3-dev
   libopenmpi-dev openmpi-bin
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
