@@ -19,12 +19,13 @@ cmake --build build/fuzz -j "$(nproc)"
 targets=${MMBAL_FUZZ_TARGETS:-$(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//')}
 mkdir -p build/fuzz/artifacts
 status=0
+root=$PWD  # absolute paths: fuzz_tool runs in a private temporary directory
 for t in $targets; do
   mkdir -p "build/fuzz/work/$t" "fuzz/corpus/$t"
   echo "== fuzz $t (${seconds} s) =="
-  if ! "build/fuzz/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-      -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t-" \
-      "build/fuzz/work/$t" "fuzz/corpus/$t" >"build/fuzz/$t.log" 2>&1; then
+  if ! "$root/build/fuzz/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+      -print_final_stats=1 -artifact_prefix="$root/build/fuzz/artifacts/$t-" \
+      "$root/build/fuzz/work/$t" "$root/fuzz/corpus/$t" >"build/fuzz/$t.log" 2>&1; then
     tail -n 60 "build/fuzz/$t.log"
     echo "fuzz: $t FAILED (log build/fuzz/$t.log, input in build/fuzz/artifacts/)" >&2
     status=1
