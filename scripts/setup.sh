@@ -9,6 +9,7 @@ PACKAGES=(
   catch2 libbenchmark-dev nlohmann-json3-dev libcli11-dev libboost-dev librange-v3-dev
   libopenmpi-dev openmpi-bin
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -6,9 +6,10 @@
 #include <mmbal/workload/jsonl.hpp>
 
 #include "common.hpp"
+#include "constraint_flags.hpp"
 #include "tool.hpp"
 
-#include <charconv>
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -22,24 +23,12 @@ struct balance_options {
   std::string cost = "tokens";
   std::string algorithm = "lpt";
   std::string count_cap;
-  double capacity = -1;
+  std::optional<double> capacity;  // unset = no cap; negative or NaN is rejected by the library
   std::uint64_t bytes_per_token = 1;
   std::uint32_t micro_batches = 0;
   bool emit_assignment = false;
   bool json = false;
 };
-
-mmbal::balance::count_cap parse_count_cap(const std::string& text, mmbal::rank_t ranks) {
-  using mode = mmbal::balance::count_cap::mode;
-  if (text.empty()) return {};
-  if (text == "equal") return {mode::equal, 0};
-  std::uint32_t cap = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cap);
-  if (ec != std::errc{} || end != text.data() + text.size() || cap == 0)
-    mmbal::detail::throw_invalid("--count-cap: '", text, "' is neither 'equal' nor a positive integer");
-  (void)ranks;
-  return {mode::fixed, cap};
-}
 
 int run_balance(const balance_options& o) {
   using namespace mmbal;
@@ -57,8 +46,10 @@ int run_balance(const balance_options& o) {
   p.origin = items.origin;
   p.bytes = bytes;
   p.ranks_per_node = o.ranks_per_node;
-  p.limits.counts = parse_count_cap(o.count_cap, o.ranks);
-  if (o.capacity >= 0) p.limits.capacity = o.capacity;
+  p.limits.counts = tool::parse_count_cap(o.count_cap);
+  if (o.capacity && !(std::isfinite(*o.capacity) && *o.capacity >= 0))
+    detail::throw_invalid("--capacity ", *o.capacity, ": must be a finite number >= 0");
+  p.limits.capacity = o.capacity;
   p.limits.groups = groups;
 
   assignment plan;

@@ -34,6 +34,12 @@ inline bool register_command(int order, command_setup setup) {
   return true;
 }
 
+/// Parses `argv` (argv[0] is the program name), runs the chosen subcommand and returns the
+/// exit code: 0 success, 2 bad input or usage (the message names file, line and field),
+/// 1 anything else. While it runs, std::cout and std::cerr write to `out` and `err`
+/// (restored afterwards). Defined in run_tool.cpp; `main` is only this call.
+int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err);
+
 /// Microseconds elapsed while running `f` (planning only; callers keep I/O outside).
 template <class F>
 double elapsed_us(F&& f) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-TEST_CASE("parallel_for_index runs every index exactly once for any thread count", "[core][parallel]") {
+TEST_CASE("parallel_for_index runs every index exactly once for any thread count", "[core][parallel][concurrency]") {
   for (const unsigned threads : {0u, 1u, 2u, 3u, 8u})
     for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{64}}) {
       INFO("threads " << threads << " count " << count);
@@ -19,13 +19,13 @@ TEST_CASE("parallel_for_index runs every index exactly once for any thread count
     }
 }
 
-TEST_CASE("parallel_for_index with one thread runs on the caller in index order", "[core][parallel]") {
+TEST_CASE("parallel_for_index with one thread runs on the caller in index order", "[core][parallel][concurrency]") {
   std::vector<std::size_t> order;
   mmbal::parallel_for_index(6, 1, [&](std::size_t i) { order.push_back(i); });
   CHECK(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});
 }
 
-TEST_CASE("parallel_for_index rethrows the exception of the lowest failing index", "[core][parallel]") {
+TEST_CASE("parallel_for_index rethrows the exception of the lowest failing index", "[core][parallel][concurrency]") {
   for (const unsigned threads : {1u, 2u, 4u}) {
     INFO("threads " << threads);
     std::atomic<int> finished{0};

@@ -163,7 +163,7 @@ TEST_CASE("orchestrator: relabeling keeps the loads and never raises the inter-n
   }
 }
 
-TEST_CASE("orchestrator: plans are bit-identical for every thread count", "[orchestrate]") {
+TEST_CASE("orchestrator: plans are bit-identical for every thread count", "[orchestrate][concurrency]") {
   const mmbal::rank_t d = 16, c = 4;
   const auto w = omni(d * 12, d, 5);
   auto with_threads = [&](unsigned threads) {
@@ -239,7 +239,7 @@ void require_same(const mmbal::orchestrate::orchestration& a, const mmbal::orche
 }
 }  // namespace
 
-TEST_CASE("orchestrator: planning into a reused orchestration equals a fresh plan", "[orchestrate]") {
+TEST_CASE("orchestrator: planning into a reused orchestration equals a fresh plan", "[orchestrate][concurrency]") {
   // Steps of different shapes and sizes through one orchestration object: more and fewer
   // samples, a step without audio, other rank counts, relabeling on and off.
   auto no_audio = omni(150, 10, 4);
@@ -265,7 +265,7 @@ TEST_CASE("orchestrator: planning into a reused orchestration equals a fresh pla
   }
 }
 
-TEST_CASE("orchestrator: concurrent plan calls on one orchestrator give the same plan", "[orchestrate]") {
+TEST_CASE("orchestrator: concurrent plan calls on one orchestrator give the same plan", "[orchestrate][concurrency]") {
   const auto w = omni(16 * 12, 16, 8);
   const auto orch = make(16, 4);
   const auto expected = orch.plan(w);

@@ -75,7 +75,7 @@ TEST_CASE("run_rearrangement rejects wrong inputs, naming the rank") {
   CHECK_THROWS_AS(run_rearrangement(r, short_sizes, buffers(r.source, sizes, 2, 1)), mmbal::invalid_input);
 }
 
-TEST_CASE("loopback world: generic execute equals the single-threaded run") {
+TEST_CASE("loopback world: generic execute equals the single-threaded run", "[concurrency]") {
   for (std::uint64_t seed = 0; seed < 12; ++seed) {
     auto g = mmbal::make_rng(seed, 3);
     const auto d = static_cast<rank_t>(1 + seed % 5);
@@ -99,7 +99,7 @@ TEST_CASE("loopback world: generic execute equals the single-threaded run") {
   }
 }
 
-TEST_CASE("loopback world: metadata gather gives every rank the same global workload") {
+TEST_CASE("loopback world: metadata gather gives every rank the same global workload", "[concurrency]") {
   const rank_t d = 3;
   std::vector<mmbal::workload> locals(d);
   // Rank-local modality tables in different orders: the merge must remap ids.
@@ -137,7 +137,7 @@ TEST_CASE("loopback world: metadata gather gives every rank the same global work
     }
 }
 
-TEST_CASE("loopback world: one rank's diverging plan makes every rank throw") {
+TEST_CASE("loopback world: one rank's diverging plan makes every rank throw", "[concurrency]") {
   const rank_t d = 4;
   auto g = mmbal::make_rng(9);
   const auto r = mmbal_test::random_rearrangement(g, 40, d, 0.0);
@@ -166,7 +166,8 @@ TEST_CASE("loopback world: one rank's diverging plan makes every rank throw") {
   }
 }
 
-TEST_CASE("loopback world: a wrong buffer on one rank throws everywhere, a failing rank never hangs the rest") {
+TEST_CASE("loopback world: a wrong buffer on one rank throws everywhere, a failing rank never hangs the rest",
+          "[concurrency]") {
   const rank_t d = 3;
   auto g = mmbal::make_rng(10);
   const auto r = mmbal_test::random_rearrangement(g, 30, d, 0.0);
@@ -215,7 +216,7 @@ TEST_CASE("loopback world: a wrong buffer on one rank throws everywhere, a faili
                     "rank 1 broke");
 }
 
-TEST_CASE("loopback world: all_reduce_max and all_gather") {
+TEST_CASE("loopback world: all_reduce_max and all_gather", "[concurrency]") {
   const rank_t d = 5;
   std::vector<std::vector<std::uint64_t>> got(d);
   std::vector<gathered_words> words(d);

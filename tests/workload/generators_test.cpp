@@ -669,3 +669,23 @@ TEST_CASE("generators: LLaVA variants, long-audio stress, heavy-tail and text-on
   }
   CHECK(mask_area(text) == area);
 }
+
+TEST_CASE("generators: tiny MP packs are generated with a bounded piece pool", "[workload][generators][pack]") {
+  // Found by fuzz/fuzz_tool (`mmbal generate --family longctx --pack-tokens 99`): a tiny pack
+  // cuts every document into tiny pieces, and one refill of the pool (200,000 documents by
+  // default) needed billions of them — minutes and gigabytes. With the cap each refill holds
+  // at most 64 pieces per document drawn; every pack still sums to exactly its length.
+  const std::pair<mmbal::doc_length_source, std::uint32_t> cases[] = {{mmbal::doc_length_source::magiattention, 99},
+                                                                      {mmbal::doc_length_source::heavy_tail, 1000}};
+  for (const auto& [source, len] : cases) {
+    mmbal::pack_options o;
+    o.doc_lengths = source;
+    mmbal::pack_generator packs(mmbal::pack_layout::mp, len, 5, data(), o);
+    for (int p = 0; p < 3; ++p) {
+      const mmbal::workload w = packs.next();
+      std::uint64_t total = 0;
+      for (const mmbal::sample& s : w.samples) total += s.llm_length();
+      CHECK(total == len);
+    }
+  }
+}

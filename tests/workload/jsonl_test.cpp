@@ -184,6 +184,9 @@ TEST_CASE("jsonl: every error names the file, the line and the field", "[workloa
       {many, "line 1", "'segments[254][0]'", {"m254", "too many modalities"}},
       {ok + "{\"id\": 1, \"rank\": 0, \"segments\": [[\"text\", 10]]\n", "line 2", "", {"malformed JSON"}},
       {ok + "\n\nnot json at all\n", "line 4", "", {"malformed JSON"}},
+      // Numbers beyond a double throw nlohmann's out_of_range, not parse_error (fuzz_jsonl).
+      {ok + "{\"id\": 1e811, \"segments\": [[\"text\", 5]]}\n", "line 2", "", {"out of range", "1e811"}},
+      {ok + "{\"segments\": [[\"text\", -1e400]]}\n", "line 2", "", {"out of range", "-1e400"}},
       {ok + "[1, 2]\n", "line 2", "", {"object", "array"}},
       {ok + "17\n", "line 2", "", {"object", "number"}},
       {ok + "{\"id\": 0, \"segments\": [[\"text\", 5]]}\n", "line 2", "'id'", {"duplicate id 0", "line 1"}},

@@ -139,7 +139,9 @@ struct pack_options {
   double ep_span_hi = 0.9;
   double mp_span_lo = 0.2;  ///< MP: spans take U(lo, hi) of a multimodal document
   double mp_span_hi = 0.9;
-  std::uint32_t docs_per_refill = 200000;  ///< MP: documents drawn per refill of the piece pool
+  /// MP: documents drawn per refill of the piece pool (fewer once the pool holds 64 × this many
+  /// pieces, which only very small packs reach)
+  std::uint32_t docs_per_refill = 200000;
   /// MP: where document lengths come from. With `mm_doc_fraction = 0` MP packs are the
   /// pure-text `causal_document` control of docs/WORKLOADS.md.
   doc_length_source doc_lengths = doc_length_source::magiattention;
@@ -749,7 +751,13 @@ class pack_generator {
     while (left > 0) {
       if (next_piece_ >= pieces_.size()) {
         pieces_.clear();
-        for (std::uint32_t k = 0; k < o_.docs_per_refill; ++k) {
+        // A pool of at most max_pool pieces: small packs cut long documents into very many
+        // pieces (a 2 M-token document is 80,000 pieces of a 99-token pack), which made one
+        // refill take minutes and gigabytes (found by fuzz/fuzz_tool). The cap (64 pieces per
+        // document on average) leaves realistic packs unchanged: MagiAttention's lengths give
+        // ≈ 2.3 pieces per document at 4 K tokens, the heavy tail ≈ 17 at 32 K.
+        const std::size_t max_pool = std::size_t{64} * o_.docs_per_refill;
+        for (std::uint32_t k = 0; k < o_.docs_per_refill && pieces_.size() < max_pool; ++k) {
           const std::uint32_t d = magi_doc_len();
           pieces_.insert(pieces_.end(), d / chunk_, chunk_);
           if (d % chunk_) pieces_.push_back(d % chunk_);

@@ -104,6 +104,10 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
       detail::throw_jsonl(at, "", "malformed JSON (", e.what(), ")");
+    } catch (const nlohmann::json::exception& e) {
+      // Well-formed but unrepresentable, e.g. a number beyond a double (1e400): the parser
+      // throws out_of_range, not parse_error (found by fuzz/fuzz_jsonl).
+      detail::throw_jsonl(at, "", "number out of range (", e.what(), ")");
     }
     if (!j.is_object()) detail::throw_jsonl(at, "", "expected a JSON object, got ", j.type_name());
 

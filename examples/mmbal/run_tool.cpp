@@ -1,0 +1,67 @@
+// The `mmbal` tool's dispatch (docs/DESIGN.md §6), separate from main() so that the argument
+// fuzzer (fuzz/fuzz_tool.cpp) runs exactly what the executable runs.
+#include "tool.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <streambuf>
+#include <utility>
+#include <vector>
+
+namespace mmbal::tool {
+
+namespace {
+
+/// Points a standard stream at another stream's buffer for one scope: the subcommands print
+/// to std::cout / std::cerr, run_tool's caller chooses where that goes.
+class redirect {
+ public:
+  redirect(std::ostream& stream, std::ostream& target)
+      : stream_(stream), saved_(&stream == &target ? nullptr : stream.rdbuf(target.rdbuf())) {}
+  ~redirect() {
+    if (saved_) stream_.rdbuf(saved_);
+  }
+  redirect(const redirect&) = delete;
+  redirect& operator=(const redirect&) = delete;
+
+ private:
+  std::ostream& stream_;
+  std::streambuf* saved_;
+};
+
+}  // namespace
+
+int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  const redirect to_out(std::cout, out), to_err(std::cerr, err);
+  CLI::App app{"mmbal: load balancing for multimodal LLM training"};
+  app.require_subcommand(1);
+  auto& registry = command_registry();
+  std::stable_sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
+  for (const auto& c : registry) {
+    const std::size_t before = app.get_subcommands({}).size();
+    auto run = c.setup(app);
+    const auto subs = app.get_subcommands({});
+    if (subs.size() > before) commands.emplace_back(subs.back(), std::move(run));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e, out, err);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run();
+    return 2;
+  } catch (const invalid_input& e) {
+    err << "mmbal: error: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    err << "mmbal: internal error: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace mmbal::tool

@@ -1,0 +1,112 @@
+// Fuzz target: every spec parser the tool uses — cost (`--cost`), algorithm (`--algorithm`),
+// count cap (`--count-cap`) and capacity (`--capacity`, parsed by CLI11 as the tool does) —
+// and `balance::solve` on a small problem with what they accepted.
+//
+// Input: four lines (cost, algorithm, count cap, capacity; an empty capacity line = none),
+// then bytes: bins (1..8), items (0..31), and per item a u16 weight, an origin byte and a
+// group byte (0 = no group; any non-zero group turns the groups constraint on).
+// Invariants: parse(to_spec(x)) == x; a solved assignment is valid over `bins` bins, honours
+// the count cap, the capacity and the groups, and its maximum is at least the lower bound.
+#include "fuzz_support.hpp"
+
+#include "../examples/mmbal/constraint_flags.hpp"
+
+#include <mmbal/balance/spec.hpp>
+#include <mmbal/cost/metrics.hpp>
+#include <mmbal/cost/spec.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace mmbal;
+
+void check_solution(const assignment& a, const balance::problem& p, const cost::any_cost& cost_fn) {
+  a.validate();
+  fuzz::require(a.bins == p.bins && a.size() == p.weights.size(), "assignment covers every item over bins");
+  const partition part = a.to_partition();
+  std::vector<std::size_t> counts(p.bins, 0);
+  for (rank_t b : part.bin_of) ++counts[b];
+  const std::size_t n = p.weights.size();
+  if (p.limits.counts.kind == balance::count_cap::mode::equal)
+    for (std::size_t c : counts) fuzz::require(c == n / p.bins || c == (n + p.bins - 1) / p.bins, "equal counts");
+  if (p.limits.counts.kind == balance::count_cap::mode::fixed)
+    for (std::size_t c : counts) fuzz::require(c <= p.limits.counts.cap, "fixed count cap");
+  if (!p.limits.groups.empty()) {
+    std::map<std::uint64_t, rank_t> bin_of_group;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto [it, fresh] = bin_of_group.emplace(p.limits.groups[i], part.bin_of[i]);
+      fuzz::require(fresh || it->second == part.bin_of[i], "a group shares one bin");
+    }
+  }
+  std::visit(
+      [&](const auto& c) {
+        const std::vector<double> loads = bin_loads(a, p.weights, c);
+        const double max = loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
+        if (p.limits.capacity && std::isfinite(max))
+          for (double l : loads) fuzz::require(l <= *p.limits.capacity * (1 + 1e-9) + 1e-9, "capacity");
+        const double lb = p.limits.counts.kind == balance::count_cap::mode::equal
+                              ? equal_count_lower_bound(p.weights, p.bins, c)
+                              : lower_bound(p.weights, p.bins, c);
+        if (std::isfinite(lb) && std::isfinite(max)) fuzz::require(max >= lb * (1 - 1e-9), "lower bound <= max");
+      },
+      cost_fn);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  fuzz::input in(data, size);
+  const std::string cost_text(in.line()), algorithm_text(in.line()), cap_text(in.line()), capacity_text(in.line());
+
+  std::optional<cost::any_cost> cost_fn;
+  if (fuzz::accepts([&] { cost_fn = cost::parse_cost(cost_text); })) {
+    const std::string spec = cost::to_spec(*cost_fn);
+    fuzz::require(cost::to_spec(cost::parse_cost(spec)) == spec, "parse_cost(to_spec(c)) == c");
+  }
+  std::optional<balance::algorithm_spec> algorithm;
+  if (fuzz::accepts([&] { algorithm = balance::parse_algorithm(algorithm_text); }))
+    fuzz::require(balance::parse_algorithm(balance::to_spec(*algorithm)) == *algorithm,
+                  "parse_algorithm(to_spec(a)) == a");
+  std::optional<balance::count_cap> cap;
+  fuzz::accepts([&] { cap = tool::parse_count_cap(cap_text); });
+  std::optional<double> capacity;
+  bool capacity_ok = true;
+  if (!capacity_text.empty()) {
+    double v = 0;
+    capacity_ok = CLI::detail::lexical_cast(std::string(capacity_text), v);
+    if (capacity_ok) capacity = v;
+  }
+  if (!cost_fn || !algorithm || !cap || !capacity_ok) return 0;
+
+  const rank_t bins = 1 + in.byte() % 8;
+  const std::size_t n = in.byte() % 32;
+  std::vector<length_t> weights(n);
+  std::vector<rank_t> origin(n);
+  std::vector<std::uint64_t> groups(n);
+  bool grouped = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    weights[i] = in.u16();
+    origin[i] = in.byte() % bins;
+    const std::uint8_t g = in.byte();
+    grouped = grouped || g != 0;
+    groups[i] = g != 0 ? g : 1000 + i;  // no group: a group of its own
+  }
+  balance::problem p;
+  p.weights = weights;
+  p.bins = bins;
+  p.origin = origin;
+  p.limits.counts = *cap;
+  p.limits.capacity = capacity;
+  if (grouped) p.limits.groups = groups;
+  assignment a;
+  if (fuzz::accepts([&] { a = balance::solve(*algorithm, *cost_fn, p); })) check_solution(a, p, *cost_fn);
+  return 0;
+}
