@@ -9,6 +9,7 @@
 
 #include "tool.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -21,6 +22,7 @@ namespace {
 struct fit_cli_options {
   std::string steps;
   double temperature = mmbal::cost::fit_options{}.temperature;
+  std::size_t window = 0;  // 0 = every step
   bool json = false;
 };
 
@@ -92,7 +94,17 @@ int run_fit(const fit_cli_options& o) {
   cost::fit_options options;
   options.temperature = o.temperature;
   cost::fit_result r{cost::fitted{}, cost::fitted{}, {}, 0, 0};
-  const double us = tool::elapsed_us([&] { r = cost::fit_cost(steps, options); });
+  double us = 0;
+  if (o.window > 0) {
+    // The online refit: every step enters the window in file order; the model is fitted to the
+    // last `window` of them, as a trainer refitting during training would see it.
+    cost::online_fit online(o.window, options);
+    for (const auto& s : steps) online.add_step(s);
+    us = tool::elapsed_us([&] { r = online.fit(); });
+  } else {
+    us = tool::elapsed_us([&] { r = cost::fit_cost(steps, options); });
+  }
+  const std::size_t fitted_steps = o.window > 0 ? std::min(o.window, steps.size()) : steps.size();
   const std::string spec = cost::to_spec(cost::any_cost{r.model});
   if (o.json) {
     nlohmann::json j;
@@ -101,7 +113,8 @@ int run_fit(const fit_cli_options& o) {
     j["z"] = r.model.z();
     j["error_mean"] = r.error.mean;
     j["error_max"] = r.error.max;
-    j["steps"] = steps.size();
+    j["steps"] = fitted_steps;
+    j["window"] = o.window;
     j["cost"] = spec;
     j["initial"] = {{"x", r.initial.x()}, {"y", r.initial.y()}, {"z", r.initial.z()}};
     j["objective"] = r.objective;
@@ -111,7 +124,7 @@ int run_fit(const fit_cli_options& o) {
     tool::print_json(j);
     return 0;
   }
-  std::cout << "fitted c(L) = x L^2 + y L + z on " << steps.size() << " steps: x = " << r.model.x()
+  std::cout << "fitted c(L) = x L^2 + y L + z on " << fitted_steps << " steps: x = " << r.model.x()
             << ", y = " << r.model.y() << ", z = " << r.model.z() << "\n"
             << "relative error of the predicted step times: mean " << r.error.mean << ", max " << r.error.max << "\n"
             << "cost spec: " << spec << "\n"
@@ -127,6 +140,9 @@ const bool registered = mmbal::tool::register_command(75, [](CLI::App& app) -> s
       ->required();
   sub->add_option("--temperature", o->temperature,
                   "Relative log-sum-exp temperature of the smoothed max over ranks (bias <= t ln R)")
+      ->capture_default_str();
+  sub->add_option("--window", o->window,
+                  "Fit only the last W steps of the file (the online refit's window); 0 = all steps")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print one JSON object");
   return [o] { return run_fit(*o); };

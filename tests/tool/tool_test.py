@@ -441,6 +441,20 @@ def case_fit():
         loads[rank] += r["x"] * l * l + r["y"] * l + r["z"]
     assert abs(max(loads) - b["max_after"]) <= 1e-9 * b["max_after"], (max(loads), b["max_after"])
     assert b["max_after"] <= b["max_before"]
+    # --window: the model follows a change of coefficients (only the last W steps count).
+    drift = os.path.join(TMP, "drift.jsonl")
+    fit_steps(drift, lengths, rng, 60, 16, coef, 0.0)
+    later = (coef[0] / 2, coef[1], 2 * coef[2])
+    steps_later, _ = fit_steps(os.path.join(TMP, "later.jsonl"), lengths, rng, 40, 16, later, 0.0)
+    with open(drift, "a") as f:
+        for rk, t in steps_later:
+            f.write(json.dumps({"ranks": rk, "step_time": t}) + "\n")
+    w = json.loads(run("fit", "--steps", drift, "--window", "40", "--json").stdout)
+    assert w["steps"] == 40 and w["window"] == 40
+    for got, want in zip((w["x"], w["y"], w["z"]), later):
+        assert abs(got - want) <= 1e-6 * want, f"window fit {got}, true {want}"
+    whole = json.loads(run("fit", "--steps", drift, "--json").stdout)
+    assert whole["steps"] == 100 and whole["error_max"] > 0.01, "the whole file mixes two models"
     # Bad input: exit 2 naming the file, the line and the field.
     good = json.dumps({"ranks": [[10, 20], [30]], "step_time": 1.0})
     bad = [
