@@ -77,6 +77,8 @@ py::array integer_array(py::handle obj, const char* name) {
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u')
     throw_invalid(name, ": expected integers, got dtype ", std::string(py::str(a.dtype())));
+  if (!a.dtype().attr("isnative").cast<bool>())  // e.g. big-endian '>i8': read as native values
+    a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
   if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
   return a;
 }
