@@ -10,7 +10,12 @@ Main entry points:
   as the ``mmbal`` tool);
 - :func:`alltoall_plan` -> :class:`AllToAllPlan`: one rank's share of the all-to-all that moves
   the items from where they are to an assignment (split sizes, pack/unpack index arrays);
-- :func:`balanced_partitions`: drop-in for verl's ``get_seqlen_balanced_partitions``.
+- :func:`balanced_partitions`: drop-in for verl's ``get_seqlen_balanced_partitions``;
+- :class:`Workload` + :class:`Orchestrator` -> :class:`Orchestration`: every encoder phase and
+  the LLM phase of a step, with per-rank phase plans and composed encoder->LLM plans;
+- :func:`isf` (OmniBal's balanced dynamic mini-batches), :func:`distribute_tokens`
+  (context-parallel token distribution), :func:`bitfield_mask` / :class:`BitfieldMask`
+  (Cornstarch's mask, exported as FlexAttention block-mask arrays).
 
 See docs/DESIGN.md for the algorithms and the papers they come from.
 """

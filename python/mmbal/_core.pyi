@@ -49,10 +49,11 @@ class Workload:
         self,
         sample_rank: IntArray,
         segment_sample: IntArray,
-        segment_modality: Sequence[str],
+        segment_modality: Sequence[str] | IntArray,
         segment_tokens: IntArray,
         segment_encoder_len: Optional[IntArray] = None,
         sample_group: Optional[IntArray] = None,
+        modalities: Optional[Sequence[str]] = None,
     ) -> None: ...
     @property
     def samples(self) -> int: ...

@@ -77,6 +77,8 @@ py::array integer_array(py::handle obj, const char* name) {
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u')
     throw_invalid(name, ": expected integers, got dtype ", std::string(py::str(a.dtype())));
+  if (!a.dtype().attr("isnative").cast<bool>())  // e.g. big-endian '>i8': read as native values
+    a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
   if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
   return a;
 }
@@ -465,7 +467,7 @@ struct py_workload {
   std::vector<std::size_t> first_segment;  ///< per sample + 1: the row of its first segment
 
   py_workload(py::handle sample_rank, py::handle segment_sample, py::handle segment_modality, py::handle segment_tokens,
-              py::handle segment_encoder_len, py::handle sample_group) {
+              py::handle segment_encoder_len, py::handle sample_group, py::handle modalities) {
     const unsigned_view<std::uint32_t> rank(sample_rank, "sample_rank", u32_max);
     const std::size_t samples = mmbal::checked_count(rank.size(), "samples");
     const u64_view owner(segment_sample, "segment_sample", samples == 0 ? 0 : samples - 1);
@@ -481,21 +483,34 @@ struct py_workload {
         throw_invalid("segment_encoder_len has ", encoder->size(), " entries but segment_sample has ", segments);
     }
     std::vector<mmbal::modality_id> modality(segments);
-    {
-      py::sequence names = py::reinterpret_borrow<py::sequence>(segment_modality);
+    auto intern = [&](py::handle name, const std::string& where) {
+      if (!py::isinstance<py::str>(name)) throw_invalid(where, " = ", std::string(py::repr(name)), " is not a str");
+      const std::string text = name.cast<std::string>();
+      if (text.empty()) throw_invalid(where, " is empty");
+      if (text == "llm") throw_invalid(where, " = 'llm' is reserved for the LLM phase");
+      return w.intern_modality(text);
+    };
+    if (!modalities.is_none()) {
+      // Integer ids into `modalities` (fast for large batches: no Python string per segment).
+      if (!py::isinstance<py::sequence>(modalities) || py::isinstance<py::str>(modalities))
+        throw_invalid("modalities: expected a sequence of modality names (str)");
+      const auto names = py::reinterpret_borrow<py::sequence>(modalities);
+      const std::size_t count = py::len(names);
+      if (count == 0) throw_invalid("modalities: empty (need at least the names the segments use)");
+      std::vector<mmbal::modality_id> id_of(count);
+      for (std::size_t j = 0; j < count; ++j) id_of[j] = intern(names[j], "modalities[" + std::to_string(j) + "]");
+      const unsigned_view<std::uint32_t> ids(segment_modality, "segment_modality", count - 1);
+      if (ids.size() != segments)
+        throw_invalid("segment_modality has ", ids.size(), " entries but segment_sample has ", segments);
+      for (std::size_t k = 0; k < segments; ++k) modality[k] = id_of[ids.values[k]];
+    } else {
       if (!py::isinstance<py::sequence>(segment_modality) || py::isinstance<py::str>(segment_modality))
         throw_invalid("segment_modality: expected a sequence of modality names (str), one per segment");
+      const auto names = py::reinterpret_borrow<py::sequence>(segment_modality);
       if (static_cast<std::size_t>(py::len(names)) != segments)
         throw_invalid("segment_modality has ", py::len(names), " entries but segment_sample has ", segments);
-      for (std::size_t k = 0; k < segments; ++k) {
-        py::object name = names[k];
-        if (!py::isinstance<py::str>(name))
-          throw_invalid("segment_modality[", k, "] = ", std::string(py::repr(name)), " is not a str");
-        const std::string text = name.cast<std::string>();
-        if (text.empty()) throw_invalid("segment_modality[", k, "] is empty");
-        if (text == "llm") throw_invalid("segment_modality[", k, "] = 'llm' is reserved for the LLM phase");
-        modality[k] = w.intern_modality(text);
-      }
+      for (std::size_t k = 0; k < segments; ++k)
+        modality[k] = intern(names[k], "segment_modality[" + std::to_string(k) + "]");
     }
     std::optional<u64_view> group;
     if (!sample_group.is_none()) {
@@ -1006,11 +1021,14 @@ Workload(sample_rank, segment_sample, segment_modality, segment_tokens, segment_
   segment_sample[k] its sample (non-decreasing), segment_modality[k] its modality name ("text"
   or an encoder modality such as "image"), segment_tokens[k] its length in LLM tokens,
   segment_encoder_len[k] its encoder length (patches, frames; default: segment_tokens);
-- sample_group[s]: optional group id (< 2^63); policies with keep_groups keep a group together.
+- sample_group[s]: optional group id (< 2^63); policies with keep_groups keep a group together;
+- modalities: optional list of names; then segment_modality holds integer ids into it (no
+  Python string per segment: the fast form for large gathered batches).
 Raises mmbal.Error on bad lengths, out-of-order segments, unknown types. O(samples + segments).)doc")
-      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, py::handle>(), py::arg("sample_rank"),
-           py::arg("segment_sample"), py::arg("segment_modality"), py::arg("segment_tokens"),
-           py::arg("segment_encoder_len") = py::none(), py::arg("sample_group") = py::none())
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, py::handle, py::handle>(),
+           py::arg("sample_rank"), py::arg("segment_sample"), py::arg("segment_modality"), py::arg("segment_tokens"),
+           py::arg("segment_encoder_len") = py::none(), py::arg("sample_group") = py::none(),
+           py::arg("modalities") = py::none())
       .def_property_readonly("samples", [](const py_workload& w) { return w.w.samples.size(); })
       .def_property_readonly("segments", [](const py_workload& w) { return w.first_segment.back(); })
       .def_property_readonly(

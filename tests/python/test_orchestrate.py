@@ -115,6 +115,24 @@ def test_orchestration_items_targets_and_plans(seed):
         assert p2.source_rows == 2 * cplans[0].source_rows
 
 
+def test_workload_from_integer_modality_ids_equals_the_named_form():
+    rng = np.random.default_rng(9)
+    w, sample_rank, seg_sample, seg_mod, seg_tok, seg_enc = random_workload(rng, 40, 4)
+    names = ["text", "audio", "image"]
+    ids = np.array([names.index(m) for m in seg_mod], dtype=np.int32)
+    w2 = mmbal.Workload(sample_rank, seg_sample, ids, seg_tok, seg_enc, modalities=names)
+    orch = mmbal.Orchestrator(4, policies=POLICIES)
+    a, b = orch.plan(w), orch.plan(w2)
+    assert sorted(a.phases) == sorted(b.phases)
+    for ph in a.phases:
+        np.testing.assert_array_equal(a.target(ph).rank, b.target(ph).rank)
+        np.testing.assert_array_equal(a.items(ph)[1], b.items(ph)[1])
+    with pytest.raises(mmbal.Error, match=r"segment_modality\[0\] = 3 is out of range \[0, 2\]"):
+        mmbal.Workload([0], [0], [3], [1], modalities=names)
+    with pytest.raises(mmbal.Error, match=r"modalities\[1\] = 5 is not a str"):
+        mmbal.Workload([0], [0], [0], [1], modalities=["text", 5])
+
+
 def test_default_policies_and_reports():
     w = mmbal.Workload([0, 1], [0, 0, 1], ["text", "audio", "text"], [4, 6, 9], [4, 60, 9])
     orch = mmbal.Orchestrator(2)
