@@ -11,6 +11,7 @@
 //   mean(search) / min(mean(verl), mean(DistTrain)) (goal ≥ 0.04); `disttrain_vs_random` =
 //   mean(random) / mean(DistTrain) (DistTrain §8 claims 1.03–1.11× throughput over random).
 // - BM_brute_force: m ∈ {5, 6, 7}: search / optimum over all m! orders (goal ≤ 1.01).
+// - BM_optimum_m8: the m = 8 quality instances against the optimum over all 8! orders.
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/pipeline/pipeline.hpp>
@@ -200,6 +201,36 @@ void BM_brute_force(benchmark::State& state) {
   state.counters["opt_over_lb_mean"] = sum_lb / instances;
 }
 BENCHMARK(BM_brute_force)->ArgsProduct({{0, 1}, {4, 8}, {5, 6, 7}})->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The quality instances at m = 8 (the same seeds as BM_quality), against the optimum over
+// all 8! orders: how much better than verl's and DistTrain's orders any order can be.
+// args: family, p
+void BM_optimum_m8(benchmark::State& state) {
+  const family f = state.range(0) == 0 ? family::omni : family::internvl;
+  const auto p = static_cast<std::uint32_t>(state.range(1));
+  constexpr std::uint32_t m = 8;
+  constexpr int instances = 20;
+  double verl = 0, dt = 0, searched = 0, optimum = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < instances; ++i) {
+      const stage_times t = make_instance(f, p, m, 1000 + static_cast<std::uint64_t>(i), false);
+      const auto reports = compute_orders(t, all_order_kinds);
+      simulation_workspace ws;
+      double best = std::numeric_limits<double>::infinity();
+      std::vector<std::uint32_t> o = identity_order(m);
+      do best = std::min(best, simulate(t, o, {}, 0.0, ws));
+      while (std::next_permutation(o.begin(), o.end()));
+      verl += reports[1].makespan;
+      dt += reports[2].makespan;
+      searched += reports[3].makespan;
+      optimum += best;
+    }
+  }
+  state.counters["optimum_vs_best"] = 1 - optimum / std::min(verl, dt);
+  state.counters["search_vs_best"] = 1 - searched / std::min(verl, dt);
+  state.counters["search_over_opt"] = searched / optimum;
+}
+BENCHMARK(BM_optimum_m8)->ArgsProduct({{0, 1}, {4, 8}})->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
