@@ -237,11 +237,13 @@ int main(int argc, char** argv) {
   for (std::uint64_t i = 0; i < count; ++i) soak_mpi(tr, gm, mpi, i);
   std::uint64_t local[3] = {mpi.ok, mpi.rejected, mpi.failed}, total[3] = {0, 0, 0};
   MPI_Allreduce(local, total, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  if (tr.rank() == 0)
-    report("transport mpi (" + std::to_string(tr.size()) + " ranks; per-rank sum)",
-           tally{total[0], total[1], total[2]});
+  // Every instance is checked on every rank: the counts are instances × ranks.
+  const bool root = tr.rank() == 0;
+  if (root)
+    report("transport mpi (" + std::to_string(tr.size()) + " ranks x instances)", tally{total[0], total[1], total[2]});
   failed = total[2];
   MPI_Finalize();
+  if (!root) return failed == 0 ? 0 : 1;
 #else
   using balance::algorithm_kind;
   for (const algorithm_kind k :

@@ -181,6 +181,8 @@ def case_bad_input():
         ('{"id":0,"rank":0}\n', "segments"),
         ('', "empty"),
         ('{"id":0,"segments":[["text",4294967295],["image",4294967295]]}\n', "line 1"),
+        # A number beyond a double: exit 2 naming the line, not 1 (found by fuzz/fuzz_jsonl).
+        ('{"id":0,"segments":[["text",10]]}\n{"id":1e811,"segments":[["text",5]]}\n', "line 2"),
     ]
     for i, (text, needle) in enumerate(cases):
         path = os.path.join(TMP, f"bad{i}.jsonl")
@@ -196,6 +198,15 @@ def case_bad_input():
                          (["--cost", "attention:alpha=-1"], "alpha")):
         p = run("balance", "--input", good, "--ranks", "4", *args, expect=2)
         assert needle in p.stderr, p.stderr
+    # --capacity below 0 or NaN was silently ignored (no cap); now it is an error naming the flag.
+    for value in ("-1", "nan"):
+        p = run("balance", "--input", good, "--ranks", "4", "--capacity", value, expect=2)
+        assert "--capacity" in p.stderr, p.stderr
+    p = run("balance", "--input", good, "--ranks", "4", "--capacity", "10", "--json")
+    assert json.loads(p.stdout)["max_after"] <= 10
+    # A tiny long-context pack finishes and sums to its length (found by fuzz/fuzz_tool).
+    p = run("generate", "--family", "longctx", "--ranks", "2", "--pack-tokens", "99")
+    assert sum(g[1] for line in p.stdout.splitlines() for g in json.loads(line)["segments"]) == 99
     p = run("balance", "--input", good, "--ranks", "0", expect=2)
     p = run("balance", "--input", os.path.join(TMP, "missing.jsonl"), "--ranks", "4", expect=2)
     assert "missing.jsonl" in p.stderr
