@@ -8,6 +8,7 @@
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/cost/spec.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -92,6 +93,45 @@ void quality_args(benchmark::internal::Benchmark* b) {
     for (const int d : {8, 64, 512, 2560}) b->Args({id, d});
 }
 BENCHMARK(BM_quality)->Apply(quality_args)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Issue 13: equal counts on the omni LLM phase (items as the tool builds them, count cap
+// `equal`), few items per bin. args: samples per rank, d, cost (0 tokens, 1 attention β = 1e-4,
+// 2 attention β = 1e-3), seed. Counters: max / equal-count lower bound.
+void BM_equal_count_omni(benchmark::State& state) {
+  const auto per_rank = static_cast<std::uint64_t>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  static const char* cost_specs[] = {"tokens", "attention:alpha=1,beta=0.0001", "attention:alpha=1,beta=0.001"};
+  const char* cost_spec = cost_specs[state.range(2)];
+  generator_options o;
+  o.samples = per_rank * d;
+  o.ranks = d;
+  o.seed = static_cast<std::uint64_t>(state.range(3));
+  const std::vector<length_t> w = phase_items_of(generate(family::omni, o, default_length_data()), "llm").weights;
+  const cost::any_cost c = cost::parse_cost(cost_spec);
+  balance::constraints equal;
+  equal.counts.kind = balance::count_cap::mode::equal;
+  for (auto _ : state) {
+    std::visit(
+        [&](const auto& cc) {
+          const double eq_lb = equal_count_lower_bound(std::span<const length_t>(w), d, cc);
+          for (const char* spec : {"lpt", "lpt+refine", "kk", "kk+refine"}) {
+            const assignment a = balance::solve(balance::parse_algorithm(spec), c, balance::problem{w, d, equal});
+            state.counters[std::string("eq_") + spec] = max_of(bin_loads(a, w, cc)) / eq_lb;
+          }
+        },
+        c);
+  }
+  state.SetLabel(std::string("omni ") + cost_spec + " d=" + std::to_string(d) + " n=" + std::to_string(w.size()) +
+                 " seed=" + std::to_string(o.seed));
+}
+
+void equal_count_args(benchmark::internal::Benchmark* b) {
+  for (const int seed : {1, 2, 3, 2026})
+    for (const int cost : {0, 1, 2}) b->Args({8, 512, cost, seed});
+  for (const int seed : {1, 2, 3, 2026})
+    for (const int cost : {0, 1, 2}) b->Args({64, 512, cost, seed});
+}
+BENCHMARK(BM_equal_count_omni)->Apply(equal_count_args)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
