@@ -22,6 +22,29 @@ TEST_CASE("spec: parse and print round-trip", "[balance][spec]") {
   CHECK_FALSE(parse_algorithm("lpt").refine);
 }
 
+TEST_CASE("spec: large parameters print with an exponent and still round-trip", "[balance][spec]") {
+  // Found by fuzz/fuzz_specs: to_spec prints 1.1e+24 and the '+' of the exponent was taken
+  // for the start of a suffix ("unknown suffix '+24'").
+  for (const double value : {1.1111111111111111e+24, 2e+300, 5e-7}) {
+    algorithm_spec migrate;
+    migrate.base = algorithm_kind::migrate;
+    migrate.epsilon = value;
+    algorithm_spec tolerance;
+    tolerance.base = algorithm_kind::tolerance;
+    tolerance.tolerance = value;
+    for (algorithm_spec s : {migrate, tolerance})
+      for (const bool refine : {false, true}) {
+        s.refine = refine;
+        INFO(to_spec(s));
+        CHECK(parse_algorithm(to_spec(s)) == s);
+      }
+  }
+  CHECK(parse_algorithm("migrate:eps=1e+2+refine").epsilon == 100.0);
+  CHECK(parse_algorithm("migrate:eps=1e+2+refine").refine);
+  CHECK_THROWS_AS(parse_algorithm("migrate:eps=1e+2+polish"), invalid_input);
+  CHECK_THROWS_AS(parse_algorithm("lpt+"), invalid_input);
+}
+
 TEST_CASE("spec: bad specs name the offending part", "[balance][spec]") {
   auto message = [](const char* text) {
     try {

@@ -81,7 +81,11 @@ struct algorithm_spec {
 [[nodiscard]] inline algorithm_spec parse_algorithm(std::string_view text) {
   algorithm_spec out;
   std::string_view base = text;
-  const auto plus = text.find('+');
+  // The suffix starts at the first '+' not followed by a digit: a '+' inside a number
+  // (`migrate:eps=1e+24`, as `to_spec` prints large values) is not one (found by fuzz_specs).
+  auto plus = text.find('+');
+  while (plus != std::string_view::npos && plus + 1 < text.size() && text[plus + 1] >= '0' && text[plus + 1] <= '9')
+    plus = text.find('+', plus + 1);
   if (plus != std::string_view::npos) {
     const std::string_view suffix = text.substr(plus + 1);
     if (suffix != "refine")
