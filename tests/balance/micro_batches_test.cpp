@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "random_inputs.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,13 +21,9 @@ using namespace mmbal;
 using balance::micro_batch_plan;
 using balance::split_micro_batches;
 
-namespace {
+using test::random_weights;
 
-std::vector<length_t> random_weights(rng_engine& g, std::size_t n, length_t hi) {
-  std::vector<length_t> w(n);
-  for (auto& x : w) x = static_cast<length_t>(uniform_below(g, hi + 1));
-  return w;
-}
+namespace {
 
 /// Every item once, slots 0..k-1 per batch, and the reported costs refolded from the items.
 template <class C>

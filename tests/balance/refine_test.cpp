@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "random_inputs.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -21,17 +23,13 @@ using balance::count_cap;
 using balance::refine;
 using balance::refine_options;
 
+using test::random_weights;
+
 namespace {
 
 double max_load(const assignment& a, std::span<const length_t> w, const auto& cost) {
   const auto loads = bin_loads(a, w, cost);
   return loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
-}
-
-std::vector<length_t> random_weights(rng_engine& g, std::size_t n, length_t hi) {
-  std::vector<length_t> w(n);
-  for (auto& x : w) x = static_cast<length_t>(uniform_below(g, hi + 1));
-  return w;
 }
 
 assignment random_assignment(rng_engine& g, std::size_t n, rank_t bins) {
