@@ -57,10 +57,10 @@ void BM_migrate(benchmark::State& state) {
   const rank_t d = static_cast<rank_t>(state.range(1));
   const dataset& ds = data(f, d, static_cast<std::uint64_t>(state.range(2)));
   const double eps = static_cast<double>(state.range(3)) * 1e-4;
-  const balance::problem p{ds.weights, d, {}, ds.origin, ds.bytes, ranks_per_node};
   balance::migrate_result r;
   for (auto _ : state) {
-    r = balance::migrate(p, cost::tokens{}, balance::migrate_options{eps});
+    r = balance::migrate(ds.weights, ds.origin, ds.bytes, d, cost::tokens{}, balance::constraints{},
+                         balance::migrate_options{eps, ranks_per_node});
     benchmark::DoNotOptimize(r);
   }
   // Same-run baseline: lpt from scratch, its max and the bytes it moves from the same origin.

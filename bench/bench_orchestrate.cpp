@@ -202,7 +202,7 @@ void BM_breakdown(benchmark::State& state) {
       prob.weights = it.weights;
       prob.bins = ranks;
       prob.origin = it.origin;
-      prob.bytes = bytes;
+      prob.item_bytes = bytes;
       prob.ranks_per_node = ranks_per_node;
       const mmbal::assignment a = mmbal::balance::solve(policy.algorithm, policy.cost, prob);
       solve_ms += cpu_ms() - t;
@@ -225,7 +225,8 @@ void BM_breakdown(benchmark::State& state) {
     }
     const double t = cpu_ms();
     for (std::size_t k = 0; k < 2; ++k) {
-      const auto c = mmbal::compose_to_llm(items[k], forward[k], forward[2], false);
+      mmbal::rearrangement c;
+      mmbal::compose_to_llm(items[k], forward[k], forward[2], mmbal::plan_validation::trusted, c);
       benchmark::DoNotOptimize(c.destination.data());
     }
     compose_ms += cpu_ms() - t;

@@ -126,13 +126,8 @@ const relabel_fixture& relabel_data(rank_t d, int algo) {
       f.r = lpt_plan(items, d);
     } else {
       const auto current = assignment::from_partition(partition{d, items.origin});
-      balance::problem p;
-      p.weights = items.weights;
-      p.bins = d;
-      p.origin = items.origin;
-      p.bytes = f.bytes;
-      p.ranks_per_node = 8;
-      const auto m = balance::migrate(p, cost::tokens{}, balance::migrate_options{});
+      const auto m = balance::migrate(items.weights, items.origin, f.bytes, d, cost::tokens{}, balance::constraints{},
+                                      balance::migrate_options{.ranks_per_node = 8});
       f.r = rearrangement::between(current, m.placement);
     }
   }

@@ -62,7 +62,7 @@ void BM_lpt_refine(benchmark::State& state) {
   assignment a, r;
   for (auto _ : state) {
     a = balance::lpt{}(w, d, cost::tokens{});
-    r = balance::refine(a, w, cost::tokens{}, balance::constraints{});
+    r = balance::refine(w, a, cost::tokens{}, balance::constraints{});
     benchmark::DoNotOptimize(r);
   }
   quality_counters(state, w, d, cost::tokens{}, a, r);
@@ -78,7 +78,7 @@ void BM_lpt_refine_attention(benchmark::State& state) {
   assignment a, r;
   for (auto _ : state) {
     a = balance::lpt{}(w, d, c);
-    r = balance::refine(a, w, c, balance::constraints{});
+    r = balance::refine(w, a, c, balance::constraints{});
     benchmark::DoNotOptimize(r);
   }
   quality_counters(state, w, d, c, a, r);
@@ -94,7 +94,7 @@ void BM_lpt_refine_equal(benchmark::State& state) {
   assignment a, r;
   for (auto _ : state) {
     a = balance::lpt{}(w, d, cost::tokens{}, limits);
-    r = balance::refine(a, w, cost::tokens{}, limits);
+    r = balance::refine(w, a, cost::tokens{}, limits);
     benchmark::DoNotOptimize(r);
   }
   const double lb = equal_count_lower_bound(std::span<const length_t>(w), d, cost::tokens{});

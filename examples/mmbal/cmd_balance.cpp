@@ -44,7 +44,7 @@ int run_balance(const balance_options& o) {
   p.weights = items.weights;
   p.bins = o.ranks;
   p.origin = items.origin;
-  p.bytes = bytes;
+  p.item_bytes = bytes;
   p.ranks_per_node = o.ranks_per_node;
   p.limits.counts = tool::parse_count_cap(o.count_cap);
   if (o.capacity && !(std::isfinite(*o.capacity) && *o.capacity >= 0))
@@ -72,7 +72,7 @@ int run_balance(const balance_options& o) {
   if (o.micro_batches > 0) {
     std::visit(
         [&](const auto& c) {
-          micro = balance::split_micro_batches(plan.to_partition(), p.weights, o.micro_batches, c);
+          micro = balance::split_micro_batches(p.weights, plan.to_partition(), o.micro_batches, c);
           micro_lower = balance::micro_batch_lower_bound(p.weights, p.bins, c);
         },
         cost_fn);

@@ -268,7 +268,7 @@ struct balance_call {
       bytes.emplace(bytes_in, "bytes", std::numeric_limits<std::uint64_t>::max());
       if (bytes->size() != lengths.size())
         throw_invalid("bytes has ", bytes->size(), " entries but lengths has ", lengths.size());
-      problem.bytes = bytes->values;
+      problem.item_bytes = bytes->values;
     }
     problem.limits.counts = to_count_cap(count_cap);
     problem.limits.capacity = to_capacity(capacity);

@@ -88,20 +88,18 @@ TEST_CASE("archetype: an exact batch_cost runs through every generic balancer", 
     CHECK(a == balance::lpt{}(w, bins, builtin));
     CHECK(balance::greedy_ascending{}(w, bins, arch) == balance::greedy_ascending{}(w, bins, builtin));
     CHECK(balance::tolerance_lpt{0.0}(w, bins, arch) == balance::tolerance_lpt{0.0}(w, bins, builtin));
-    CHECK(balance::refine(a, w, arch, {}) == balance::refine(a, w, builtin, {}));
+    CHECK(balance::refine(w, a, arch, {}) == balance::refine(w, a, builtin, {}));
     std::vector<mmbal::rank_t> origin(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) origin[i] = static_cast<mmbal::rank_t>((i * 7) % bins);
-    balance::problem p{w, bins};
-    p.origin = origin;
-    const balance::migrate_result m = balance::migrate(p, arch, {});
-    const balance::migrate_result mb = balance::migrate(p, builtin, {});
+    const balance::migrate_result m = balance::migrate(w, origin, {}, bins, arch);
+    const balance::migrate_result mb = balance::migrate(w, origin, {}, bins, builtin);
     CHECK(m.placement == mb.placement);
     CHECK(m.moved_bytes == mb.moved_bytes);
     // Micro-batches, both overloads, and the metrics.
     const auto split = balance::split_micro_batches(w, bins, 3, arch);
     CHECK(split.where == balance::split_micro_batches(w, bins, 3, builtin).where);
-    const auto kept = balance::split_micro_batches(a.to_partition(), w, 3, arch);
-    CHECK(kept.where == balance::split_micro_batches(a.to_partition(), w, 3, builtin).where);
+    const auto kept = balance::split_micro_batches(w, a.to_partition(), 3, arch);
+    CHECK(kept.where == balance::split_micro_batches(w, a.to_partition(), 3, builtin).where);
     CHECK(balance::micro_batch_lower_bound(w, bins, arch) == balance::micro_batch_lower_bound(w, bins, builtin));
     CHECK(mmbal::bin_loads(a, w, arch) == mmbal::bin_loads(a, w, builtin));
     CHECK(mmbal::lower_bound(w, bins, arch) == mmbal::lower_bound(w, bins, builtin));
@@ -139,7 +137,7 @@ TEST_CASE("archetype: the general path agrees with the additive fast path", "[ba
     }
     CHECK(mg <= (total / bins + largest) * (1 + 1e-12));
     CHECK(mg >= lb * (1 - 1e-12));
-    const mmbal::assignment refined = balance::refine(general, w, arch, {});
+    const mmbal::assignment refined = balance::refine(w, general, arch, {});
     CHECK(max_of(mmbal::bin_loads(refined, w, arch)) <= max_of(mmbal::bin_loads(general, w, arch)));
   }
 }

@@ -157,7 +157,7 @@ TEST_CASE("split_micro_batches(partition): items stay on their rank; sorted alig
     const auto w = random_weights(g, uniform_below(g, 40), 500);
     partition p{ranks, std::vector<rank_t>(w.size())};
     for (auto& r : p.bin_of) r = static_cast<rank_t>(uniform_below(g, ranks));
-    const auto plan = split_micro_batches(p, w, m, cost::tokens{});
+    const auto plan = split_micro_batches(w, p, m, cost::tokens{});
     INFO("seed " << seed);
     check_plan(plan, w, ranks, m, cost::tokens{});
     for (std::size_t i = 0; i < w.size(); ++i) REQUIRE(plan.where[i].rank == p.bin_of[i]);
@@ -189,7 +189,7 @@ TEST_CASE("split_micro_batches(partition): items stay on their rank; sorted alig
   }
   partition bad{2, {0, 1}};
   const std::vector<length_t> w{1, 2, 3};
-  CHECK_THROWS_AS(split_micro_batches(bad, w, 2, cost::tokens{}), invalid_input);
+  CHECK_THROWS_AS(split_micro_batches(w, bad, 2, cost::tokens{}), invalid_input);
 }
 
 TEST_CASE("split_micro_batches: bad input") {
@@ -197,7 +197,7 @@ TEST_CASE("split_micro_batches: bad input") {
   CHECK_THROWS_AS(split_micro_batches(w, 2, 0, cost::tokens{}), invalid_input);
   CHECK_THROWS_AS(split_micro_batches(w, 0, 2, cost::tokens{}), invalid_input);
   CHECK_THROWS_AS(split_micro_batches(w, 70000, 70000, cost::tokens{}), invalid_input);
-  CHECK_THROWS_AS(split_micro_batches(partition{2, {0, 1, 0}}, w, 0, cost::tokens{}), invalid_input);
+  CHECK_THROWS_AS(split_micro_batches(w, partition{2, {0, 1, 0}}, 0, cost::tokens{}), invalid_input);
   const auto empty = split_micro_batches(std::span<const length_t>{}, 3, 2, cost::tokens{});
   CHECK(empty.where.empty());
   CHECK(empty.sum_of_max() == 0.0);

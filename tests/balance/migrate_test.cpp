@@ -28,6 +28,12 @@ std::vector<double> origin_loads(const problem& p, const C& cost) {
   return bin_loads(partition{p.bins, std::vector<rank_t>(p.origin.begin(), p.origin.end())}, p.weights, cost);
 }
 
+// `migrate` on the fields of a `problem` (the tests build their instances as one).
+template <class C>
+balance::migrate_result run_migrate(const problem& p, const C& cost, double epsilon = migrate_options{}.epsilon) {
+  return migrate(p.weights, p.origin, p.item_bytes, p.bins, cost, p.limits, migrate_options{epsilon, p.ranks_per_node});
+}
+
 template <class C>
 double lpt_max(const problem& p, const C& cost) {
   const auto l = bin_loads(balance::lpt{}(p.weights, p.bins, cost, p.limits), p.weights, cost);
@@ -57,7 +63,7 @@ instance random_instance(std::uint64_t seed, std::size_t per_bin_lo, std::size_t
   in.p.weights = in.w;
   in.p.bins = bins;
   in.p.origin = in.origin;
-  in.p.bytes = in.bytes;
+  in.p.item_bytes = in.bytes;
   in.p.ranks_per_node = static_cast<rank_t>(uniform_below(g, 5));  // 0 = one node
   return in;
 }
@@ -72,7 +78,7 @@ TEMPLATE_TEST_CASE("migrate: only overloaded ranks give, the target is reached, 
     instance in = random_instance(seed, 16, 40, seed % 2 == 1);
     const problem& p = in.p;
     const double eps = std::array<double, 4>{0.0, 0.005, 0.01, 0.05}[seed % 4];
-    const auto r = migrate(p, cost, migrate_options{eps});
+    const auto r = run_migrate(p, cost, eps);
     INFO("seed " << seed << " bins " << p.bins << " items " << p.weights.size());
     REQUIRE_NOTHROW(r.placement.validate());
     REQUIRE(r.placement.size() == p.weights.size());
@@ -87,7 +93,7 @@ TEMPLATE_TEST_CASE("migrate: only overloaded ranks give, the target is reached, 
       if (from == to) continue;
       REQUIRE(before[from] > r.target_max);
       ++items;
-      const std::uint64_t b = p.bytes.empty() ? p.weights[i] : p.bytes[i];
+      const std::uint64_t b = p.item_bytes.empty() ? p.weights[i] : p.item_bytes[i];
       bytes += b;
       if (p.ranks_per_node != 0 && from / p.ranks_per_node != to / p.ranks_per_node) inter += b;
     }
@@ -117,7 +123,7 @@ TEST_CASE("migrate: a large epsilon moves nothing and keeps the current order") 
   for (std::uint64_t seed = 0; seed < 30; ++seed) {
     instance in = random_instance(seed, 2, 10, false);
     for (double eps : {1e9, std::numeric_limits<double>::infinity()}) {
-      const auto r = migrate(in.p, cost::tokens{}, migrate_options{eps});
+      const auto r = run_migrate(in.p, cost::tokens{}, eps);
       CHECK(r.moved_items == 0);
       CHECK(r.moved_bytes == 0);
       CHECK(r.inter_node_bytes == 0);
@@ -133,7 +139,7 @@ TEST_CASE("migrate: two small items leave instead of one large one") {
   const std::vector<length_t> w{100, 6, 5, 91};
   const std::vector<rank_t> origin{0, 0, 0, 1};
   problem p{w, 2, {}, origin, {}, 0};
-  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  const auto r = run_migrate(p, cost::tokens{}, 0.0);
   CHECK(r.target_max == 102.0);
   CHECK(r.moved_items == 2);
   CHECK(r.moved_bytes == 11);
@@ -147,7 +153,7 @@ TEST_CASE("migrate: bytes, not cost, decide which item leaves") {
   const std::vector<std::uint64_t> bytes{1000, 10, 1, 1};
   const std::vector<rank_t> origin{0, 0, 1, 1};
   problem p{w, 2, {}, origin, bytes, 0};
-  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  const auto r = run_migrate(p, cost::tokens{}, 0.0);
   CHECK(r.placement.where[0].rank == 0);
   CHECK(r.placement.where[1].rank == 1);
   CHECK(r.moved_bytes == 10);
@@ -162,7 +168,7 @@ TEST_CASE("migrate: a same-node destination wins over an equally loaded remote o
   // Loads 10 | 14 | 10 | 20. lpt places 14, 10, 10, 8 on the four ranks, the second 8 on the
   // least loaded (8 -> 16) and the 4 on a 10: max 16. With eps = 0 rank 3 sheds exactly the 4;
   // rank 0 and rank 2 both end at 14.
-  const auto r = migrate(p, cost::tokens{}, migrate_options{0.0});
+  const auto r = run_migrate(p, cost::tokens{}, 0.0);
   REQUIRE(r.target_max == 16.0);
   REQUIRE(r.moved_items == 1);
   std::size_t moved = 0;
@@ -173,7 +179,7 @@ TEST_CASE("migrate: a same-node destination wins over an equally loaded remote o
   CHECK(r.inter_node_bytes == 0);
   // With one node everything is local: the least loaded rank with the smaller index wins.
   p.ranks_per_node = 0;
-  const auto flat = migrate(p, cost::tokens{}, migrate_options{0.0});
+  const auto flat = run_migrate(p, cost::tokens{}, 0.0);
   CHECK(flat.placement.where[moved].rank == 0);
 }
 
@@ -195,15 +201,15 @@ TEST_CASE("migrate: groups move as one unit") {
     }
     problem p{w, bins, {}, origin, {}, 0};
     p.limits.groups = groups;
-    const auto r = migrate(p, cost::tokens{}, migrate_options{0.01});
+    const auto r = run_migrate(p, cost::tokens{}, 0.01);
     for (std::size_t i = 0; i < n; ++i) CHECK(r.placement.where[i].rank == r.placement.where[i / 3 * 3].rank);
   }
 }
 
 TEST_CASE("migrate: deterministic") {
   instance in = random_instance(7, 16, 30, true);
-  const auto a = migrate(in.p, cost::tokens{}, migrate_options{});
-  const auto b = migrate(in.p, cost::tokens{}, migrate_options{});
+  const auto a = run_migrate(in.p, cost::tokens{});
+  const auto b = run_migrate(in.p, cost::tokens{});
   CHECK(a.placement == b.placement);
   CHECK(a.moved_bytes == b.moved_bytes);
 }
@@ -212,31 +218,31 @@ TEST_CASE("migrate: bad input") {
   const std::vector<length_t> w{1, 2, 3};
   const std::vector<rank_t> origin{0, 1, 0};
   problem p{w, 2, {}, origin, {}, 0};
-  CHECK_THROWS_AS(migrate(p, cost::tokens{}, migrate_options{-0.1}), invalid_input);
-  CHECK_THROWS_AS(migrate(p, cost::tokens{}, migrate_options{std::nan("")}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(p, cost::tokens{}, -0.1), invalid_input);
+  CHECK_THROWS_AS(run_migrate(p, cost::tokens{}, std::nan("")), invalid_input);
   problem short_origin = p;
   short_origin.origin = std::span<const rank_t>(origin.data(), 2);
-  CHECK_THROWS_AS(migrate(short_origin, cost::tokens{}, migrate_options{}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(short_origin, cost::tokens{}), invalid_input);
   const std::vector<rank_t> bad_rank{0, 2, 0};
   problem out_of_range = p;
   out_of_range.origin = bad_rank;
-  CHECK_THROWS_AS(migrate(out_of_range, cost::tokens{}, migrate_options{}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(out_of_range, cost::tokens{}), invalid_input);
   const std::vector<std::uint64_t> bytes{1, 2};
   problem short_bytes = p;
-  short_bytes.bytes = bytes;
-  CHECK_THROWS_AS(migrate(short_bytes, cost::tokens{}, migrate_options{}), invalid_input);
+  short_bytes.item_bytes = bytes;
+  CHECK_THROWS_AS(run_migrate(short_bytes, cost::tokens{}), invalid_input);
   problem capped = p;
   capped.limits.counts.kind = balance::count_cap::mode::equal;
-  CHECK_THROWS_AS(migrate(capped, cost::tokens{}, migrate_options{}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(capped, cost::tokens{}), invalid_input);
   const std::vector<std::uint64_t> groups{5, 5, 6};  // items 0 and 1 share a group on ranks 0 and 1
   problem split = p;
   split.limits.groups = groups;
-  CHECK_THROWS_AS(migrate(split, cost::tokens{}, migrate_options{}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(split, cost::tokens{}), invalid_input);
   problem zero_bins = p;
   zero_bins.bins = 0;
-  CHECK_THROWS_AS(migrate(zero_bins, cost::tokens{}, migrate_options{}), invalid_input);
+  CHECK_THROWS_AS(run_migrate(zero_bins, cost::tokens{}), invalid_input);
   const problem empty{{}, 3, {}, {}, {}, 0};
-  const auto r = migrate(empty, cost::tokens{}, migrate_options{});
+  const auto r = run_migrate(empty, cost::tokens{});
   CHECK(r.placement.size() == 0);
   CHECK(r.moved_items == 0);
 }

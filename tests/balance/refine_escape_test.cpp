@@ -27,9 +27,9 @@ TEST_CASE("refine: the extended partner search escapes the local optimum of the 
     const double start_max = test::check_run(start, w, d, c, equal);
     balance::refine_options window_only;
     window_only.extended_work = 0;
-    const double window_max = test::check_run(balance::refine(start, w, c, equal, window_only), w, d, c, equal);
-    const assignment extended = balance::refine(start, w, c, equal);
-    CHECK(extended == balance::refine(start, w, c, equal));  // deterministic
+    const double window_max = test::check_run(balance::refine(w, start, c, equal, window_only), w, d, c, equal);
+    const assignment extended = balance::refine(w, start, c, equal);
+    CHECK(extended == balance::refine(w, start, c, equal));  // deterministic
     const double extended_max = test::check_run(extended, w, d, c, equal);
     const double kk_max = test::check_run(balance::karmarkar_karp{}(w, d, c, equal), w, d, c, equal);
     CHECK(window_max == start_max);  // the window alone is stuck at the start

@@ -88,7 +88,7 @@ TEST_CASE("refine: a single move lowers the maximum; slots of staying items are 
   // Bin 0 = {8, 2} (10), bin 1 = {5, 1} (6): moving the 2 gives 8 / 8.
   const std::vector<length_t> w{8, 5, 2, 1};
   const assignment start{2, {{0, 0}, {1, 0}, {0, 1}, {1, 1}}};
-  const assignment out = refine(start, w, cost::tokens{}, constraints{});
+  const assignment out = refine(w, start, cost::tokens{}, constraints{});
   CHECK(out == assignment{2, {{0, 0}, {1, 0}, {1, 2}, {1, 1}}});
   CHECK(max_load(out, w, cost::tokens{}) == 8.0);
 }
@@ -99,11 +99,11 @@ TEST_CASE("refine: a single swap reaches the optimum when counts are fixed") {
   const assignment start{2, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}};
   constraints limits;
   limits.counts.kind = count_cap::mode::equal;
-  const assignment out = refine(start, w, cost::tokens{}, limits);
+  const assignment out = refine(w, start, cost::tokens{}, limits);
   CHECK(out == assignment{2, {{0, 0}, {1, 1}, {1, 0}, {0, 1}}});
   CHECK(max_load(out, w, cost::tokens{}) == 8.0);
   // Without the swap (max_passes = 0) nothing changes.
-  CHECK(refine(start, w, cost::tokens{}, limits, refine_options{0, 16}) == start);
+  CHECK(refine(w, start, cost::tokens{}, limits, refine_options{0, 16}) == start);
 }
 
 TEST_CASE("refine: LPT's classic worst case is repaired by one swap") {
@@ -111,7 +111,7 @@ TEST_CASE("refine: LPT's classic worst case is repaired by one swap") {
   const std::vector<length_t> w{3, 3, 2, 2, 2};
   const assignment start = balance::lpt{}(w, 2, cost::tokens{});
   REQUIRE(max_load(start, w, cost::tokens{}) == 7.0);
-  const assignment out = refine(start, w, cost::tokens{}, constraints{});
+  const assignment out = refine(w, start, cost::tokens{}, constraints{});
   CHECK(max_load(out, w, cost::tokens{}) == 6.0);
   CHECK(brute_force_optimum(std::span<const length_t>(w), 2, cost::tokens{}) == 6.0);
 }
@@ -125,7 +125,7 @@ TEMPLATE_TEST_CASE("refine: the maximum never rises and the result is a valid as
     const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 9));
     const auto w = random_weights(g, n, seed % 3 == 0 ? 5 : 1000);
     const assignment start = seed % 2 == 0 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost);
-    const assignment out = refine(start, w, cost, constraints{});
+    const assignment out = refine(w, start, cost, constraints{});
     check_result(start, out, w, cost, constraints{});
   }
 }
@@ -138,7 +138,7 @@ TEST_CASE("refine: attention cost (additive, quadratic) never rises") {
     const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 16));
     const auto w = random_weights(g, n, 4096);
     const assignment start = random_assignment(g, n, bins);
-    const assignment out = refine(start, w, cost, constraints{});
+    const assignment out = refine(w, start, cost, constraints{});
     check_result(start, out, w, cost, constraints{});
     CHECK(max_load(out, w, cost) < max_load(start, w, cost) + 1e-9 * max_load(start, w, cost));
   }
@@ -153,7 +153,7 @@ TEST_CASE("refine: on random starts the top bin ends locally optimal (no improvi
     const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, 6));
     const auto w = random_weights(g, n, 100);
     const assignment start = random_assignment(g, n, bins);
-    const assignment out = refine(start, w, cost::tokens{}, constraints{}, refine_options{1000, 1000});
+    const assignment out = refine(w, start, cost::tokens{}, constraints{}, refine_options{1000, 1000});
     const auto loads = bin_loads(out, w, cost::tokens{});
     const double top = *std::max_element(loads.begin(), loads.end());
     const rank_t h = static_cast<rank_t>(std::find(loads.begin(), loads.end(), top) - loads.begin());
@@ -208,14 +208,14 @@ TEST_CASE("refine: constraints stay satisfied on random instances") {
     }
     INFO("seed " << seed);
     const assignment start = balance::lpt{}(w, bins, cost::tokens{}, limits);
-    const assignment out = refine(start, w, cost::tokens{}, limits);
+    const assignment out = refine(w, start, cost::tokens{}, limits);
     check_result(start, out, w, cost::tokens{}, limits);
     // The same through the general (non-additive) path.
     constraints limits_p = limits;
     if (seed % 5 == 3)
       limits_p.capacity = max_load(balance::lpt{}(w, bins, cost::padded{}), w, cost::padded{}) * 1.02 + 1;
     const assignment start_p = balance::lpt{}(w, bins, cost::padded{}, limits_p);
-    check_result(start_p, refine(start_p, w, cost::padded{}, limits_p), w, cost::padded{}, limits_p);
+    check_result(start_p, refine(w, start_p, cost::padded{}, limits_p), w, cost::padded{}, limits_p);
   }
 }
 
@@ -226,36 +226,41 @@ TEST_CASE("refine: capacity is checked on the receiving bin; a start that splits
   const assignment start{2, {{0, 0}, {1, 0}, {0, 1}, {1, 1}}};
   constraints limits;
   limits.capacity = 10.0;
-  CHECK(max_load(refine(start, w, cost::tokens{}, limits), w, cost::tokens{}) == 8.0);
+  CHECK(max_load(refine(w, start, cost::tokens{}, limits), w, cost::tokens{}) == 8.0);
   // Padded cost (count x max): bin 0 = {8, 2} costs 16, bin 1 = {5, 1} costs 10. Moving the 2
   // gives 8 | 15 (within the cap 16), moving the 8 gives 2 | 24; nothing improves 15 further.
   limits.capacity = 16.0;
-  const assignment padded_free = refine(start, w, cost::padded{}, limits);
+  const assignment padded_free = refine(w, start, cost::padded{}, limits);
   CHECK(max_load(padded_free, w, cost::padded{}) == 15.0);
   constraints tight;
   tight.capacity = 16.0;
   const std::vector<length_t> w2{8, 7, 2, 1};  // bin 0 = {8, 2} = 16, bin 1 = {7, 1} = 14
-  const assignment blocked = refine(start, w2, cost::padded{}, tight);
+  const assignment blocked = refine(w2, start, cost::padded{}, tight);
   // Moving 2 gives 8 | 21; moving 8 gives 2 | 24; swap 2<->1: 16 | 14; swap 8<->7: 14 | 16;
   // swap 8<->1: 4 | 16; swap 2<->7: 16 | 16: no step leaves both bins below 16, the start stays.
   CHECK(blocked == start);
   const std::vector<std::uint64_t> groups{0, 1, 2, 2};  // items 2 and 3 sit on different bins
   limits.groups = groups;
-  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, limits), invalid_input);
+  CHECK_THROWS_AS(refine(w, start, cost::tokens{}, limits), invalid_input);
 }
 
 TEST_CASE("refine: groups move as one unit") {
-  // Bin 0 = {6, 2+2 (one group)} = 10, bin 1 = {4} = 4: only the group (4) can move: 6 / 8.
-  const std::vector<length_t> w{6, 2, 2, 4};
+  // Bin 0 = {4, 3+3 (one group)} = 10, bin 1 = {4} = 4. Without groups one 3 moves: 7 | 7.
+  // With the group the 3s move together or not at all: the best is 6 | 8 (the 4 moves; moving
+  // the group gives 4 | 10, swapping it with the other 4 gives 8 | 6). So the constraint binds:
+  // a refine that ignored it would reach 7 and split the group.
+  const std::vector<length_t> w{4, 3, 3, 4};
   const std::vector<std::uint64_t> groups{1, 7, 7, 9};
   constraints limits;
   limits.groups = groups;
   const assignment start{2, {{0, 0}, {0, 1}, {0, 2}, {1, 0}}};
-  const assignment out = refine(start, w, cost::tokens{}, limits);
+  const assignment out = refine(w, start, cost::tokens{}, limits);
+  REQUIRE_NOTHROW(out.validate());
   CHECK(out.where[1].rank == out.where[2].rank);
-  CHECK(max_load(out, w, cost::tokens{}) == 8.0);  // 6 | 4+2+2; without groups 6+2 | 4+2 = 8 too
-  const assignment ungrouped = refine(start, w, cost::tokens{}, constraints{});
-  CHECK(max_load(ungrouped, w, cost::tokens{}) == 8.0);
+  CHECK(max_load(out, w, cost::tokens{}) == 8.0);
+  const assignment ungrouped = refine(w, start, cost::tokens{}, constraints{});
+  CHECK(max_load(ungrouped, w, cost::tokens{}) == 7.0);
+  CHECK(ungrouped.where[1].rank != ungrouped.where[2].rank);
 }
 
 TEST_CASE("refine: independent of where the weights live, and a fixed point of itself") {
@@ -265,18 +270,18 @@ TEST_CASE("refine: independent of where the weights live, and a fixed point of i
   // Enough passes that the search stops because no step improves, not because of the budget
   // (13 bins: every partner is tried).
   const balance::refine_options unbounded{1000, 256};
-  const assignment a = refine(start, w, cost::tokens{}, constraints{}, unbounded);
+  const assignment a = refine(w, start, cost::tokens{}, constraints{}, unbounded);
   // The same values at another address, framed by huge sentinels: reading past the span or
   // ordering by address would change the result.
   std::vector<length_t> framed(w.size() + 2, std::numeric_limits<length_t>::max());
   std::copy(w.begin(), w.end(), framed.begin() + 1);
   const assignment b =
-      refine(start, std::span<const length_t>(framed).subspan(1, w.size()), cost::tokens{}, constraints{}, unbounded);
+      refine(std::span<const length_t>(framed).subspan(1, w.size()), start, cost::tokens{}, constraints{}, unbounded);
   CHECK(a == b);
   // A local optimum: no move or swap lowers the maximum, so refining it again changes nothing
   // (not even the slot order). Fails if the search stops early or moves items gratuitously.
   REQUIRE(max_load(a, w, cost::tokens{}) < max_load(start, w, cost::tokens{}));
-  CHECK(refine(a, w, cost::tokens{}, constraints{}, unbounded) == a);
+  CHECK(refine(w, a, cost::tokens{}, constraints{}, unbounded) == a);
 }
 
 TEST_CASE("refine: brute-force comparison on small instances") {
@@ -288,7 +293,7 @@ TEST_CASE("refine: brute-force comparison on small instances") {
     const auto w = random_weights(g, n, 50);
     const double opt = brute_force_optimum(std::span<const length_t>(w), bins, cost::tokens{});
     const assignment start = balance::lpt{}(w, bins, cost::tokens{});
-    const double r = max_load(refine(start, w, cost::tokens{}, constraints{}), w, cost::tokens{});
+    const double r = max_load(refine(w, start, cost::tokens{}, constraints{}), w, cost::tokens{});
     INFO("seed " << seed);
     REQUIRE(r >= opt);
     REQUIRE(r <= max_load(start, w, cost::tokens{}));
@@ -303,16 +308,16 @@ TEST_CASE("refine: brute-force comparison on small instances") {
 TEST_CASE("refine: bad input") {
   const std::vector<length_t> w{1, 2, 3};
   const assignment start{2, {{0, 0}, {1, 0}, {0, 1}}};
-  CHECK_THROWS_AS(refine(start, std::span<const length_t>(w.data(), 2), cost::tokens{}, constraints{}), invalid_input);
+  CHECK_THROWS_AS(refine(std::span<const length_t>(w.data(), 2), start, cost::tokens{}, constraints{}), invalid_input);
   const assignment broken{2, {{0, 0}, {0, 0}, {1, 0}}};
-  CHECK_THROWS_AS(refine(broken, w, cost::tokens{}, constraints{}), invalid_input);
+  CHECK_THROWS_AS(refine(w, broken, cost::tokens{}, constraints{}), invalid_input);
   constraints cap;
   cap.counts.kind = count_cap::mode::fixed;
   cap.counts.cap = 1;  // 2 * 1 < 3 items: infeasible
-  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, cap), invalid_input);
+  CHECK_THROWS_AS(refine(w, start, cost::tokens{}, cap), invalid_input);
   constraints tight;
   tight.capacity = 3.5;  // bin 0 holds 1 + 3 = 4 > 3.5
-  CHECK_THROWS_AS(refine(start, w, cost::tokens{}, tight), invalid_input);
+  CHECK_THROWS_AS(refine(w, start, cost::tokens{}, tight), invalid_input);
   const assignment empty{3, {}};
-  CHECK(refine(empty, std::span<const length_t>{}, cost::tokens{}, constraints{}) == empty);
+  CHECK(refine(std::span<const length_t>{}, empty, cost::tokens{}, constraints{}) == empty);
 }

@@ -10,7 +10,9 @@
 // It prints the two tables as C++ rows (and checks nothing); paste them over the rows below
 // and say in the commit which plans changed and why. The rows below were generated on the
 // design branch and, unchanged, by the same file compiled against the headers of commit
-// cf7e16c (before the design work): identical.
+// cf7e16c (before the design work): identical. Three orchestrator rows (omni, internvl, llava)
+// are also checked through the tool, in separate processes with 1 and 2 threads, by the case
+// `golden` of tests/tool/tool_test.py (ctest tool_golden): a change there updates both tables.
 #include "support.hpp"
 
 #include <mmbal/balance/spec.hpp>

@@ -127,7 +127,7 @@ TEST_CASE("plan builders and executors reject bad arguments", "[rearrange][plan]
   const rearrangement r{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
   const std::vector<std::uint64_t> sizes{4, 4};
   CHECK_THROWS_WITH(mmbal::make_alltoall_plan(r, sizes, 2), Catch::Contains("rank 2"));
-  CHECK_THROWS_WITH(mmbal::make_alltoall_plan(r, std::vector<std::uint64_t>{1}, 0), Catch::Contains("1 item sizes"));
+  CHECK_THROWS_WITH(mmbal::make_alltoall_plan(r, std::vector<std::uint64_t>{1}, 0), Catch::Contains("1 item_bytes"));
   const auto p = mmbal::make_alltoall_plan(r, sizes, 0);
   std::vector<std::byte> small(3), ok(4);
   CHECK_THROWS_WITH(mmbal::pack(p, small, ok), Catch::Contains("input has 3"));

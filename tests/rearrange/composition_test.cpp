@@ -147,9 +147,29 @@ TEST_CASE("compose_encoder_to_llm rejects inconsistent inputs", "[rearrange][com
   const auto enc = mmbal::encoder_phase_items(w, img);
   const rearrangement pi_m{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
   const rearrangement wrong_origin{2, {{1, 0}, {0, 0}}, {{0, 0}, {1, 0}}};
-  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, wrong_origin, pi_m), Catch::Contains("encoder item 0"));
+  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, wrong_origin, pi_m),
+                    Catch::Contains("compose_to_llm: encoder item 0"));
   const rearrangement three{3, {{0, 0}, {1, 0}}, {{0, 0}, {1, 0}}};
-  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, three, pi_m), Catch::Contains("3 ranks"));
+  CHECK_THROWS_WITH(mmbal::compose_encoder_to_llm(enc, three, pi_m),
+                    Catch::Contains("compose_to_llm: encoder plan has 3 ranks"));
   const rearrangement one_sample{2, {{0, 0}}, {{0, 0}}};
   CHECK_THROWS_WITH(mmbal::assembly_layout(enc, one_sample), Catch::Contains("sample 1"));
+
+  // plan_validation::trusted skips only the validation; checked rejects what trusted lets through.
+  const rearrangement pi_e{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
+  // Consistent plans: both modes give the same plan (composed = Π_M ∘ Π_E⁻¹).
+  rearrangement trusted;
+  mmbal::compose_to_llm(enc, pi_e, pi_m, mmbal::plan_validation::trusted, trusted);
+  CHECK(trusted == mmbal::compose_to_llm(enc, pi_e, pi_m));
+  CHECK(trusted.source == pi_e.destination);
+  // Π_M sends sample 0 to rank 1 and sample 1 to rank 0, each alone: so do their images.
+  CHECK(trusted.destination == std::vector<location>{{1, 0}, {0, 0}});
+  // A segment that does not start on its sample's origin: only the checked mode notices.
+  rearrangement out;
+  CHECK_NOTHROW(mmbal::compose_to_llm(enc, wrong_origin, pi_m, mmbal::plan_validation::trusted, out));
+  CHECK_THROWS_AS(mmbal::compose_to_llm(enc, wrong_origin, pi_m, mmbal::plan_validation::checked, out),
+                  mmbal::invalid_input);
+  // Shape mismatches are rejected in both modes.
+  CHECK_THROWS_WITH(mmbal::compose_to_llm(enc, three, pi_m, mmbal::plan_validation::trusted, out),
+                    Catch::Contains("compose_to_llm: encoder plan has 3 ranks"));
 }

@@ -178,9 +178,9 @@ template <batch_cost C>
 /// - Complexity: O(n log n + d·m log m).
 /// - Slot order: LPT placement order within each (rank, micro-batch).
 /// - Errors (`invalid_input`): micro_batches = 0, `p.bins` = 0, sizes that differ.
-/// @see docs/DESIGN.md §5.1 `split_micro_batches(partition, m)`.
+/// @see docs/DESIGN.md §5.1 `split_micro_batches(weights, partition, m, cost)`.
 template <batch_cost C>
-[[nodiscard]] micro_batch_plan split_micro_batches(const partition& p, std::span<const length_t> weights,
+[[nodiscard]] micro_batch_plan split_micro_batches(std::span<const length_t> weights, const partition& p,
                                                    std::uint32_t micro_batches, const C& cost) {
   detail::check_micro_batches("split_micro_batches", p.bins, micro_batches);
   if (p.bin_of.size() != weights.size())

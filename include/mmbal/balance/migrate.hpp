@@ -8,7 +8,6 @@
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/common.hpp>
 #include <mmbal/balance/lpt.hpp>
-#include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
@@ -31,6 +30,9 @@ struct migrate_options {
   /// Default 0.001 (0.1 %). Must be ≥ 0 (NaN rejected); +∞ or any value that puts the target
   /// above the current maximum moves nothing.
   double epsilon = 0.001;
+  /// Ranks per node (node = rank / ranks_per_node), for preferring destinations on the same
+  /// node and counting inter-node bytes. Default 0: a single node.
+  rank_t ranks_per_node = 0;
 };
 
 /// What `migrate` decided.
@@ -101,40 +103,41 @@ inline std::vector<std::size_t> choose_removals(std::span<const double> relief, 
   return fill;  // may fall short when the bin cannot be relieved enough; the caller loops
 }
 
-// Generic over the problem type (any type with `problem`'s fields); instantiated through `migrate`.
-template <class P, batch_cost C>
-[[nodiscard]] migrate_result migrate_impl(const P& p, const C& cost, const migrate_options& opts) {
+// The body of `migrate` (same arguments).
+template <batch_cost C>
+[[nodiscard]] migrate_result migrate_impl(std::span<const length_t> weights, std::span<const rank_t> origin,
+                                          std::span<const std::uint64_t> item_bytes_in, rank_t bins, const C& cost,
+                                          const constraints& limits, const migrate_options& opts) {
   const char* name = "migrate";
   if (std::isnan(opts.epsilon) || opts.epsilon < 0)
     mmbal::detail::throw_invalid(name, ": epsilon = ", opts.epsilon, " must be >= 0");
-  const std::span<const length_t> weights = p.weights;
-  check_problem(name, weights, p.bins, p.limits);
+  check_problem(name, weights, bins, limits);
   const std::size_t n = weights.size();
-  const rank_t bins = p.bins;
-  if (p.origin.size() != n)
-    mmbal::detail::throw_invalid(name, ": origin has ", p.origin.size(), " entries but there are ", n, " items");
+  if (origin.size() != n)
+    mmbal::detail::throw_invalid(name, ": origin has ", origin.size(), " entries but there are ", n, " items");
   for (std::size_t i = 0; i < n; ++i)
-    if (p.origin[i] >= bins)
-      mmbal::detail::throw_invalid(name, ": origin of item ", i, " is rank ", p.origin[i], " >= bins ", bins);
-  if (!p.bytes.empty() && p.bytes.size() != n)
-    mmbal::detail::throw_invalid(name, ": bytes has ", p.bytes.size(), " entries but there are ", n, " items");
-  if (p.limits.counts.kind != count_cap::mode::none)
+    if (origin[i] >= bins)
+      mmbal::detail::throw_invalid(name, ": origin of item ", i, " is rank ", origin[i], " >= bins ", bins);
+  if (!item_bytes_in.empty() && item_bytes_in.size() != n)
+    mmbal::detail::throw_invalid(name, ": item_bytes has ", item_bytes_in.size(), " entries but there are ", n,
+                                 " items");
+  if (limits.counts.kind != count_cap::mode::none)
     reject_constraint(name, "count_cap", " (moving items off overloaded ranks cannot keep counts)");
 
   std::vector<std::uint64_t> item_bytes(n);
-  for (std::size_t i = 0; i < n; ++i) item_bytes[i] = p.bytes.empty() ? weights[i] : p.bytes[i];
+  for (std::size_t i = 0; i < n; ++i) item_bytes[i] = item_bytes_in.empty() ? weights[i] : item_bytes_in[i];
 
-  const units u = make_units(n, p.limits.groups);
+  const units u = make_units(n, limits.groups);
   std::vector<rank_t> unit_origin(u.count);
   std::vector<std::uint64_t> unit_bytes(u.count, 0);
   for (std::uint32_t k = 0; k < u.count; ++k) {
     bool first = true;
     u.for_each(k, [&](item_id i) {
       if (first)
-        unit_origin[k] = p.origin[i];
-      else if (p.origin[i] != unit_origin[k])
-        mmbal::detail::throw_invalid(name, ": the current placement splits group ", p.limits.groups[i],
-                                     " across ranks ", unit_origin[k], " and ", p.origin[i]);
+        unit_origin[k] = origin[i];
+      else if (origin[i] != unit_origin[k])
+        mmbal::detail::throw_invalid(name, ": the current placement splits group ", limits.groups[i], " across ranks ",
+                                     unit_origin[k], " and ", origin[i]);
       first = false;
       unit_bytes[k] += item_bytes[i];
     });
@@ -143,12 +146,12 @@ template <class P, batch_cost C>
   // 1. Target from lpt.
   double lpt_max = 0;
   if (n > 0) {
-    const std::vector<double> l = bin_loads(lpt{}(weights, bins, cost, p.limits), weights, cost);
+    const std::vector<double> l = bin_loads(lpt{}(weights, bins, cost, limits), weights, cost);
     lpt_max = *std::max_element(l.begin(), l.end());
   }
   // ε = ∞ means "any maximum is fine" (and ∞ · 0 would be NaN).
   double target = std::isinf(opts.epsilon) ? std::numeric_limits<double>::infinity() : lpt_max * (1.0 + opts.epsilon);
-  if (p.limits.capacity) target = std::min(target, *p.limits.capacity);
+  if (limits.capacity) target = std::min(target, *limits.capacity);
 
   // Current bins: units in ascending first id (= current slot order).
   using state = typename C::state;
@@ -235,7 +238,7 @@ template <class P, batch_cost C>
   std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, decltype(later)> repaired(later);
   std::set<bin_key> by_load;
   for (rank_t b = 0; b < bins; ++b) by_load.insert(bin_key{load[b], b});
-  const rank_t per_node = p.ranks_per_node == 0 ? bins : p.ranks_per_node;
+  const rank_t per_node = opts.ranks_per_node == 0 ? bins : opts.ranks_per_node;
   std::vector<std::vector<std::uint32_t>> arrivals(bins);
   std::vector<bool> pinned(u.count, false);
   std::uint64_t repairs = 0;
@@ -340,14 +343,14 @@ template <class P, batch_cost C>
     for (rank_t b = 0; b < bins; ++b) {
       const state s = unit_state(u, k, weights, cost, states[b]);
       const double v = cost.value(s);
-      if (v < best_value && (!p.limits.capacity || v <= *p.limits.capacity)) {
+      if (v < best_value && (!limits.capacity || v <= *limits.capacity)) {
         best_value = v;
         best = b;
         best_state = s;
       }
     }
     if (best == bins)
-      mmbal::detail::throw_invalid(name, ": the capacity ", *p.limits.capacity, " cannot be kept: the unit of item ",
+      mmbal::detail::throw_invalid(name, ": the capacity ", *limits.capacity, " cannot be kept: the unit of item ",
                                    u.trivial ? k : u.members[u.offsets[k]],
                                    " fits on no rank without moving items off ranks that are not overloaded");
     put(k, best, best_state);
@@ -382,9 +385,9 @@ template <class P, batch_cost C>
     for (std::uint32_t k = 0; k < u.count; ++k) movable[k] = initial_load[unit_origin[k]] > target;
     const count_bounds unlimited{};
     if constexpr (additive_cost<C>)
-      refine_additive(st, weights, cost, p.limits, unlimited, bins, refine_options{}, &movable, target);
+      refine_additive(st, weights, cost, limits, unlimited, bins, refine_options{}, &movable, target);
     else
-      refine_general(st, weights, cost, p.limits, unlimited, bins, refine_options{}, &movable, target);
+      refine_general(st, weights, cost, limits, unlimited, bins, refine_options{}, &movable, target);
   }
 
   migrate_result r;
@@ -393,7 +396,7 @@ template <class P, batch_cost C>
   std::vector<rank_t> bin_of(n);
   for (item_id i = 0; i < n; ++i) bin_of[i] = r.placement.where[i].rank;
   const partition dest{bins, std::move(bin_of)};
-  const traffic t = placement_traffic(p.origin, dest, item_bytes, p.ranks_per_node);
+  const traffic t = placement_traffic(origin, dest, item_bytes, opts.ranks_per_node);
   r.moved_items = t.moved_items;
   r.moved_bytes = t.moved_bytes;
   r.inter_node_bytes = t.inter_node_bytes;
@@ -431,7 +434,7 @@ template <class P, batch_cost C>
 ///   keeps its items); then the result's maximum exceeds `target_max` — compare them — and
 ///   nothing loops. Moved bytes are not minimal in general (a knapsack problem) but are those
 ///   of a few units per overloaded rank.
-/// - Bytes: `p.bytes` (empty = the weights); `ranks_per_node` 0 means one node.
+/// - Bytes: `item_bytes` (empty = the weights); `opts.ranks_per_node` 0 means one node.
 /// - Constraints: `capacity` honoured (T ≤ capacity; `invalid_input` if a unit fits nowhere
 ///   within it); `groups` move as one unit (the current placement must keep every group on one
 ///   rank); `count_cap` is rejected (`invalid_input`): moving items off overloaded ranks alone
@@ -441,14 +444,22 @@ template <class P, batch_cost C>
 /// - Complexity: one `lpt` run plus O(n log n) for additive costs (removal rounds refold a rank:
 ///   O(s²) for other costs), O(ranks_per_node + log d) per placed unit; the polish is bounded
 ///   as `refine` is.
-/// - Errors (`invalid_input`): ε < 0 or NaN, origin of the wrong size or a rank ≥ bins, bytes of
+/// - Errors (`invalid_input`): ε < 0 or NaN, origin of the wrong size or a rank ≥ bins, item_bytes of
 ///   the wrong size, a group split by the current placement, count caps, plus what `lpt`
 ///   rejects.
 /// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of lpt's max, ≤ 25 % of the bytes lpt moves);
 ///      OrchMLLM §5.2 (communication volume of the rearrangement, node-wise locality).
+/// @param weights    cost weight (length) per item
+/// @param origin     current rank per item (< bins)
+/// @param item_bytes bytes per item, what a move costs (empty = the weights)
+/// @param bins       number of ranks
+/// @param limits     capacity and groups (count caps are rejected); default none
+/// @param opts       ε and the node size, see `migrate_options`
 template <batch_cost C>
-[[nodiscard]] migrate_result migrate(const problem& p, const C& cost, const migrate_options& opts) {
-  return detail::migrate_impl(p, cost, opts);
+[[nodiscard]] migrate_result migrate(std::span<const length_t> weights, std::span<const rank_t> origin,
+                                     std::span<const std::uint64_t> item_bytes, rank_t bins, const C& cost,
+                                     const constraints& limits = {}, const migrate_options& opts = {}) {
+  return detail::migrate_impl(weights, origin, item_bytes, bins, cost, limits, opts);
 }
 
 }  // namespace mmbal::balance

@@ -15,12 +15,12 @@ namespace mmbal::balance {
 
 /// One balancing problem: what every algorithm may look at.
 struct problem {
-  std::span<const length_t> weights;       ///< cost weight (length) per item
-  rank_t bins = 0;                         ///< number of bins (ranks); must be > 0
-  constraints limits{};                    ///< count cap, capacity, groups (default: none)
-  std::span<const rank_t> origin{};        ///< current rank per item (used by migrate; may be empty)
-  std::span<const std::uint64_t> bytes{};  ///< bytes per item (migrate; empty = weights as bytes)
-  rank_t ranks_per_node = 0;               ///< ranks per node; 0 = a single node
+  std::span<const length_t> weights;            ///< cost weight (length) per item
+  rank_t bins = 0;                              ///< number of bins (ranks); must be > 0
+  constraints limits{};                         ///< count cap, capacity, groups (default: none)
+  std::span<const rank_t> origin{};             ///< current rank per item (used by migrate; may be empty)
+  std::span<const std::uint64_t> item_bytes{};  ///< bytes per item (migrate; empty = weights as bytes)
+  rank_t ranks_per_node = 0;                    ///< ranks per node; 0 = a single node
 };
 
 }  // namespace mmbal::balance

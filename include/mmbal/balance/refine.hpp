@@ -414,11 +414,12 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   arrival order, and the remaining slots are compacted to 0..k−1.
 /// - Errors (`invalid_input`): `start` invalid or of another size than `weights`, a group
 ///   split across bins, or a start that already violates a count cap or the capacity.
-/// @param start   the assignment to improve (e.g. the output of `lpt`)
+/// @param weights cost weight (length) per item
+/// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
 /// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners)
 /// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
 template <batch_cost C>
-[[nodiscard]] assignment refine(const assignment& start, std::span<const length_t> weights, const C& cost,
+[[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
                                 const constraints& limits, const refine_options& opts = {}) {
   const char* name = "refine";
   if (start.size() != weights.size())

@@ -154,9 +154,9 @@ inline void check_problem_spans(const problem& p) {
       if (p.origin[i] >= p.bins)
         mmbal::detail::throw_invalid("balance: origin of item ", i, " is rank ", p.origin[i], " >= bins ", p.bins);
   }
-  if (!p.bytes.empty() && p.bytes.size() != p.weights.size())
-    mmbal::detail::throw_invalid("balance: bytes has ", p.bytes.size(), " entries but there are ", p.weights.size(),
-                                 " items");
+  if (!p.item_bytes.empty() && p.item_bytes.size() != p.weights.size())
+    mmbal::detail::throw_invalid("balance: item_bytes has ", p.item_bytes.size(), " entries but there are ",
+                                 p.weights.size(), " items");
 }
 
 /// Throws `invalid_input`: algorithm `s` cannot run with cost `c`.
@@ -192,7 +192,9 @@ template <batch_cost C>
       else
         reject_cost(s, c, "an additive cost (tokens, attention, fitted or flops)");
     case algorithm_kind::migrate:
-      return migrate(p, c, migrate_options{s.epsilon}).placement;
+      return migrate(p.weights, p.origin, p.item_bytes, p.bins, c, p.limits,
+                     migrate_options{s.epsilon, p.ranks_per_node})
+          .placement;
   }
   mmbal::detail::throw_invalid("algorithm kind ", static_cast<int>(s.base), " is unknown");
 }
@@ -200,7 +202,7 @@ template <batch_cost C>
 }  // namespace detail
 
 /// Validates the problem, runs the base algorithm of `spec` with `cost`, then `refine` (default
-/// `refine_options`) when `spec.refine`. `migrate` needs `p.origin` (and uses `p.bytes`,
+/// `refine_options`) when `spec.refine`. `migrate` needs `p.origin` (and uses `p.item_bytes`,
 /// `p.ranks_per_node`); the others ignore those fields. Deterministic: the same arguments give the same assignment on
 /// every rank. Throws `invalid_input` for bad problems (bins = 0, mismatched spans, infeasible or unsupported
 /// constraints, a cost the algorithm cannot handle), naming the offending value.
@@ -209,7 +211,7 @@ template <batch_cost C>
   return std::visit(
       [&](const auto& c) {
         assignment a = detail::solve_base(spec, c, p);
-        if (spec.refine) a = refine(a, p.weights, c, p.limits);
+        if (spec.refine) a = refine(p.weights, a, c, p.limits);
         return a;
       },
       cost);

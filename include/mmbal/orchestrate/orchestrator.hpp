@@ -318,7 +318,7 @@ class orchestrator {
   /// The composed encoder→LLM plan of encoder phase `e` into `c` (see `compose_to_llm`).
   void compose_phase(const workload& w, const phase_plan& e, const phase_plan& llm, composed_plan& c) const {
     c.modality = e.name;
-    compose_to_llm(e.items, e.forward, llm.forward, false, c.composed);  // valid by construction
+    compose_to_llm(e.items, e.forward, llm.forward, plan_validation::trusted, c.composed);  // valid by construction
     c.item_bytes.resize(e.items.size());
     for (std::size_t i = 0; i < e.items.size(); ++i) {
       const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
@@ -346,7 +346,7 @@ class orchestrator {
     prob.limits.capacity = p.policy.capacity;
     prob.limits.groups = groups;
     prob.origin = p.items.origin;
-    prob.bytes = p.item_bytes;
+    prob.item_bytes = p.item_bytes;
     prob.ranks_per_node = options_.ranks_per_node;
     try {
       if (p.policy.partitioner) {

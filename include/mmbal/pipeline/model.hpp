@@ -152,7 +152,7 @@ template <batch_cost C>
   const phase_items items = llm_phase_items(w);
   const partition by_rank{ranks, items.origin};
   const balance::micro_batch_plan plan =
-      balance::split_micro_batches(by_rank, items.weights, micro_batches, split_cost);
+      balance::split_micro_batches(items.weights, by_rank, micro_batches, split_cost);
   const auto batches = plan.batches();
   std::vector<std::vector<std::vector<std::uint32_t>>> out(ranks,
                                                            std::vector<std::vector<std::uint32_t>>(micro_batches));

@@ -23,7 +23,7 @@ namespace mmbal {
 
 /// What ONE rank sends and receives in the all-to-all that executes a rearrangement.
 ///
-/// Units: every count, displacement, offset and size is in the unit of the `item_sizes`
+/// Units: every count, displacement, offset and size is in the unit of the `item_bytes`
 /// given to `make_alltoall_plan` — bytes for `pack`/`unpack` over `std::byte`, or elements of
 /// any trivially copyable type T for the typed overloads (then pass sizes in elements).
 ///
@@ -82,19 +82,19 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
 
 }  // namespace detail
 
-/// Builds `rank`'s all-to-all plan for rearrangement `r` with `item_sizes[i]` units for item i
+/// Builds `rank`'s all-to-all plan for rearrangement `r` with `item_bytes[i]` units for item i
 /// (bytes or elements; zero-size items are allowed and still listed).
 ///
-/// Validates `r` and throws `invalid_input` when `item_sizes.size() != r.size()` or
+/// Validates `r` and throws `invalid_input` when `item_bytes.size() != r.size()` or
 /// `rank >= r.ranks`. Deterministic: every rank derives consistent send/receive orders from
 /// the same `r` without communication. O(n + ranks + k log k) for k local items; each real rank
 /// builds only its own plan (no O(n · ranks) work anywhere).
 /// @see OrchMLLM §5.2.1.
-[[nodiscard]] inline alltoall_plan make_alltoall_plan(const rearrangement& r, std::span<const std::uint64_t> item_sizes,
+[[nodiscard]] inline alltoall_plan make_alltoall_plan(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                                                       rank_t rank) {
   r.validate();
-  if (item_sizes.size() != r.size())
-    detail::throw_invalid("make_alltoall_plan: ", item_sizes.size(), " item sizes for ", r.size(), " items");
+  if (item_bytes.size() != r.size())
+    detail::throw_invalid("make_alltoall_plan: ", item_bytes.size(), " item_bytes for ", r.size(), " items");
   if (rank >= r.ranks) detail::throw_invalid("make_alltoall_plan: rank ", rank, " >= ranks ", r.ranks);
 
   alltoall_plan p;
@@ -119,11 +119,11 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
   std::vector<std::uint64_t> input_offset(input_order.size()), output_offset(output_order.size());
   for (std::size_t s = 0; s < input_order.size(); ++s) {
     input_offset[s] = p.input_bytes;
-    p.input_bytes = detail::checked_add(p.input_bytes, item_sizes[input_order[s]]);
+    p.input_bytes = detail::checked_add(p.input_bytes, item_bytes[input_order[s]]);
   }
   for (std::size_t s = 0; s < output_order.size(); ++s) {
     output_offset[s] = p.output_bytes;
-    p.output_bytes = detail::checked_add(p.output_bytes, item_sizes[output_order[s]]);
+    p.output_bytes = detail::checked_add(p.output_bytes, item_bytes[output_order[s]]);
   }
 
   // Send order: by destination location (rank, slot), unique per item.
@@ -135,8 +135,8 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
   for (item_id i : by_source) {
     p.pack_slots.push_back(r.source[i].slot);
     p.pack_offsets.push_back(input_offset[r.source[i].slot]);
-    p.pack_sizes.push_back(item_sizes[i]);
-    p.send_counts[r.destination[i].rank] += item_sizes[i];
+    p.pack_sizes.push_back(item_bytes[i]);
+    p.send_counts[r.destination[i].rank] += item_bytes[i];
   }
   // Receive order: by source rank, then by destination slot (the order each sender packs).
   std::sort(by_dest.begin(), by_dest.end(), [&](item_id a, item_id b) {
@@ -149,8 +149,8 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
   for (item_id i : by_dest) {
     p.unpack_slots.push_back(r.destination[i].slot);
     p.unpack_offsets.push_back(output_offset[r.destination[i].slot]);
-    p.unpack_sizes.push_back(item_sizes[i]);
-    p.recv_counts[r.source[i].rank] += item_sizes[i];
+    p.unpack_sizes.push_back(item_bytes[i]);
+    p.recv_counts[r.source[i].rank] += item_bytes[i];
   }
   for (rank_t q = 0; q < r.ranks; ++q) {
     p.send_displs[q] = p.send_bytes;
@@ -163,10 +163,10 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
 
 /// Builds the plan of every rank (for in-process simulation and tests). O(ranks · n).
 [[nodiscard]] inline std::vector<alltoall_plan> make_alltoall_plans(const rearrangement& r,
-                                                                    std::span<const std::uint64_t> item_sizes) {
+                                                                    std::span<const std::uint64_t> item_bytes) {
   std::vector<alltoall_plan> plans;
   plans.reserve(r.ranks);
-  for (rank_t q = 0; q < r.ranks; ++q) plans.push_back(make_alltoall_plan(r, item_sizes, q));
+  for (rank_t q = 0; q < r.ranks; ++q) plans.push_back(make_alltoall_plan(r, item_bytes, q));
   return plans;
 }
 
@@ -196,17 +196,17 @@ struct fingerprint_state {
 /// word's lane). Transports all-reduce it (min and max) before the exchange and throw on every
 /// rank when ranks disagree. Does not validate `r`. Throws when the sizes do not match the
 /// items. O(n).
-[[nodiscard]] inline std::uint64_t fingerprint(const rearrangement& r, std::span<const std::uint64_t> item_sizes) {
-  if (item_sizes.size() != r.size() || r.destination.size() != r.source.size())
+[[nodiscard]] inline std::uint64_t fingerprint(const rearrangement& r, std::span<const std::uint64_t> item_bytes) {
+  if (item_bytes.size() != r.size() || r.destination.size() != r.source.size())
     detail::throw_invalid("fingerprint: ", r.source.size(), " sources, ", r.destination.size(), " destinations, ",
-                          item_sizes.size(), " item sizes");
+                          item_bytes.size(), " item_bytes");
   std::array<detail::fingerprint_state, 4> lane;
   for (std::size_t k = 0; k < lane.size(); ++k) lane[k].add(k);
   for (std::size_t i = 0; i < r.size(); ++i) {
     detail::fingerprint_state& s = lane[i % lane.size()];
     s.add(detail::pack_location(r.source[i]));
     s.add(detail::pack_location(r.destination[i]));
-    s.add(item_sizes[i]);
+    s.add(item_bytes[i]);
   }
   detail::fingerprint_state s;
   s.add(r.ranks);

@@ -23,6 +23,10 @@
 
 namespace mmbal {
 
+/// Whether a function validates the plans it is given (`checked`) or trusts a caller that has
+/// just built or validated them (`trusted`, e.g. the orchestrator; skips O(n) checks).
+enum class plan_validation { checked, trusted };
+
 /// The LLM-side layout of one encoder modality's outputs (subsequence assembly).
 ///
 /// Definition: on every LLM rank r, the encoder outputs of this modality are laid out in one
@@ -35,13 +39,13 @@ namespace mmbal {
 ///
 /// `encoder` are the phase's items (`encoder_phase_items`: `sample_of`, `segment_of`), and
 /// `llm` is Π_M over samples. Returns the destination of every encoder item as an assignment
-/// over `llm.ranks` ranks. Validates `llm` (unless `validate_llm` is false because the caller
-/// just did); throws when an item names a sample outside it. This overload writes the
-/// locations into `where` (its buffer is reused).
+/// over `llm.ranks` ranks. Validates `llm` unless `validation` is `trusted` (the caller just
+/// did); throws when an item names a sample outside it. This overload writes the locations
+/// into `where` (its buffer is reused).
 /// O(n + samples + ranks) plus sorting each sample's few segments.
-inline void assembly_layout(const phase_items& encoder, const rearrangement& llm, bool validate_llm,
+inline void assembly_layout(const phase_items& encoder, const rearrangement& llm, plan_validation validation,
                             std::vector<location>& where) {
-  if (validate_llm) llm.validate();
+  if (validation == plan_validation::checked) llm.validate();
   const std::size_t n = encoder.size();
   if (encoder.sample_of.size() != n || encoder.segment_of.size() != n)
     detail::throw_invalid("assembly_layout: phase items have ", n, " weights, ", encoder.sample_of.size(),
@@ -84,11 +88,10 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
   }
 }
 
-/// `assembly_layout` as an assignment over `llm.ranks` ranks.
-[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm,
-                                                bool validate_llm = true) {
+/// `assembly_layout` (validating `llm`) as an assignment over `llm.ranks` ranks.
+[[nodiscard]] inline assignment assembly_layout(const phase_items& encoder, const rearrangement& llm) {
   assignment out{llm.ranks, {}};
-  assembly_layout(encoder, llm, validate_llm, out.where);
+  assembly_layout(encoder, llm, plan_validation::checked, out.where);
   return out;
 }
 
@@ -113,41 +116,42 @@ struct encoder_to_llm_plans {
 ///
 /// `encoder`: that modality's phase items (`encoder_phase_items`); `encoder_plan`: Π_E over
 /// those items (source = origin layout, destination = encoder ranks); `llm_plan`: Π_M over
-/// samples (source = origin layout, destination = LLM ranks). With `validate` (default) both
-/// plans are validated, they must have the same rank count, and every segment must start on
-/// its sample's origin rank (the sample model: a sample and its segments live together before
-/// balancing); violations throw `invalid_input` naming the item. `validate = false` is for
-/// callers that built the plans themselves (the orchestrator). Writes into `out` (its buffers
-/// are reused; it must not be one of the inputs). O(n + samples + ranks).
+/// samples (source = origin layout, destination = LLM ranks). The plans must have the same
+/// rank count and `encoder_plan` one item per encoder item; with `plan_validation::checked`
+/// both plans are also validated and every segment must start on its sample's origin rank
+/// (the sample model: a sample and its segments live together before balancing). Violations
+/// throw `invalid_input` naming the item. `trusted` is for callers that built the plans
+/// themselves (the orchestrator). Writes into `out` (its buffers are reused; it must not be
+/// one of the inputs). O(n + samples + ranks).
 /// @see OrchMLLM §6, eq. A'_Ek = (Π_M ∘ Π_Ek⁻¹)(A_Ek).
 inline void compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan, const rearrangement& llm_plan,
-                           bool validate, rearrangement& out) {
+                           plan_validation validation, rearrangement& out) {
+  const bool validate = validation == plan_validation::checked;
   if (validate) {
     encoder_plan.validate();
     llm_plan.validate();
   }
   if (encoder_plan.size() != encoder.size())
-    detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.size(), " items, the phase has ",
+    detail::throw_invalid("compose_to_llm: encoder plan has ", encoder_plan.size(), " items, the phase has ",
                           encoder.size());
   if (encoder_plan.ranks != llm_plan.ranks)
-    detail::throw_invalid("compose_encoder_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ",
-                          llm_plan.ranks);
-  assembly_layout(encoder, llm_plan, false, out.destination);
+    detail::throw_invalid("compose_to_llm: encoder plan has ", encoder_plan.ranks, " ranks, LLM plan ", llm_plan.ranks);
+  assembly_layout(encoder, llm_plan, plan_validation::trusted, out.destination);
   if (validate)
     for (std::size_t i = 0; i < encoder.size(); ++i)
       if (encoder_plan.source[i].rank != llm_plan.source[encoder.sample_of[i]].rank)
-        detail::throw_invalid("compose_encoder_to_llm: encoder item ", i, " starts on rank ",
-                              encoder_plan.source[i].rank, " but its sample ", encoder.sample_of[i], " starts on rank ",
+        detail::throw_invalid("compose_to_llm: encoder item ", i, " starts on rank ", encoder_plan.source[i].rank,
+                              " but its sample ", encoder.sample_of[i], " starts on rank ",
                               llm_plan.source[encoder.sample_of[i]].rank);
   out.ranks = encoder_plan.ranks;
   out.source = encoder_plan.destination;
 }
 
-/// `compose_to_llm` into a new rearrangement.
+/// `compose_to_llm` (validating both plans) into a new rearrangement.
 [[nodiscard]] inline rearrangement compose_to_llm(const phase_items& encoder, const rearrangement& encoder_plan,
-                                                  const rearrangement& llm_plan, bool validate = true) {
+                                                  const rearrangement& llm_plan) {
   rearrangement out;
-  compose_to_llm(encoder, encoder_plan, llm_plan, validate, out);
+  compose_to_llm(encoder, encoder_plan, llm_plan, plan_validation::checked, out);
   return out;
 }
 
@@ -172,7 +176,7 @@ inline void compose_to_llm(const phase_items& encoder, const rearrangement& enco
                                           std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node) {
   if (item_bytes.size() != from.size() || to.size() != from.size())
     detail::throw_invalid("move_traffic: ", from.size(), " sources, ", to.size(), " destinations, ", item_bytes.size(),
-                          " sizes");
+                          " item_bytes");
   traffic t;
   for (std::size_t i = 0; i < from.size(); ++i) {
     const rank_t a = from[i].rank, b = to[i].rank;

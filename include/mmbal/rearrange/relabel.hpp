@@ -36,7 +36,7 @@ namespace mmbal {
                                                                   std::span<const std::uint64_t> item_bytes,
                                                                   rank_t ranks_per_node) {
   if (item_bytes.size() != r.size() || r.destination.size() != r.size())
-    detail::throw_invalid("inter_node_volume: ", r.size(), " items but ", item_bytes.size(), " sizes");
+    detail::throw_invalid("inter_node_volume: ", r.size(), " items but ", item_bytes.size(), " item_bytes");
   std::vector<std::uint64_t> v(r.ranks, 0);
   if (ranks_per_node == 0) return v;
   for (std::size_t i = 0; i < r.size(); ++i) {
@@ -618,7 +618,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
     if (r.source[i].rank >= r.ranks || r.destination[i].rank >= r.ranks)
       throw_invalid(who, ": item ", i, " uses rank ", std::max(r.source[i].rank, r.destination[i].rank), " >= ranks ",
                     r.ranks);
-  if (bytes.size() != r.size()) throw_invalid(who, ": ", bytes.size(), " item sizes for ", r.size(), " items");
+  if (bytes.size() != r.size()) throw_invalid(who, ": ", bytes.size(), " item_bytes for ", r.size(), " items");
 }
 
 }  // namespace detail

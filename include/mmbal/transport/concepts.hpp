@@ -120,23 +120,23 @@ struct execute_options {
   bool check = true;  ///< all-reduce the fingerprint first (reducing transports only); default on
 };
 
-/// Executes rearrangement `r` (items of `item_sizes[i]` bytes) on this rank: builds this
+/// Executes rearrangement `r` (items of `item_bytes[i]` bytes) on this rank: builds this
 /// rank's plan, checks collectively (when `t` is reducing and `options.check`) that every
-/// rank has the same `fingerprint(r, item_sizes)` and correctly sized buffers — so a
+/// rank has the same `fingerprint(r, item_bytes)` and correctly sized buffers — so a
 /// mismatch throws `runtime_failure` on every rank instead of corrupting data or hanging —
 /// then calls `t.all_to_all`. `send`: this rank's items in source slot order; `recv`: its
 /// items in destination slot order. Returns the plan (reuse it for the backward pass with
 /// `r.inverse()`). A malformed `r` throws `invalid_input` identically on every rank before
 /// any communication. O(n + ranks + local items · log) planning plus the exchange.
 template <transport T>
-alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_t> item_sizes,
+alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                       std::span<const std::byte> send, std::span<std::byte> recv, execute_options options = {}) {
-  alltoall_plan plan = make_alltoall_plan(r, item_sizes, t.rank());
+  alltoall_plan plan = make_alltoall_plan(r, item_bytes, t.rank());
   if (plan.ranks != t.size())
     mmbal::detail::throw_invalid("execute: rearrangement over ", plan.ranks, " ranks on a transport of ", t.size());
   const bool sizes_ok = send.size() == plan.input_bytes && recv.size() == plan.output_bytes;
   if constexpr (reducing_transport<T>) {
-    if (options.check) check_agreement(t, fingerprint(r, item_sizes), sizes_ok);
+    if (options.check) check_agreement(t, fingerprint(r, item_bytes), sizes_ok);
   }
   check_buffers(plan, send.size(), recv.size());
   t.all_to_all(plan, send, recv);

@@ -3,7 +3,7 @@
 /// The loopback transport (docs/DESIGN.md §5.6): d simulated ranks in one process.
 ///
 /// Two ways to use it:
-/// - `run_rearrangement(r, item_sizes, inputs)`: single-threaded; executes a whole
+/// - `run_rearrangement(r, item_bytes, inputs)`: single-threaded; executes a whole
 ///   rearrangement on every rank's byte buffer at once (plans + pack/unpack); for
 ///   simulation, the tool and tests.
 /// - `loopback_world`: d threads, one `loopback_transport` each, which models the
@@ -37,14 +37,14 @@ namespace mmbal::transport {
 
 /// Executes rearrangement `r` on all ranks in one process: `inputs[p]` holds rank p's items in
 /// source slot order; the result holds every rank's items in destination slot order. Item i
-/// has `item_sizes[i]` bytes (zero allowed). Throws `invalid_input` when `r` is malformed, the
+/// has `item_bytes[i]` bytes (zero allowed). Throws `invalid_input` when `r` is malformed, the
 /// sizes do not match the items, or an input buffer has the wrong size (naming the rank).
 /// Memory: all ranks' send and receive buffers at once. O(n · ranks + bytes).
 [[nodiscard]] inline std::vector<std::vector<std::byte>> run_rearrangement(
-    const rearrangement& r, std::span<const std::uint64_t> item_sizes, std::span<const std::vector<std::byte>> inputs) {
+    const rearrangement& r, std::span<const std::uint64_t> item_bytes, std::span<const std::vector<std::byte>> inputs) {
   if (inputs.size() != r.ranks)
     mmbal::detail::throw_invalid("run_rearrangement: ", inputs.size(), " input buffers for ", r.ranks, " ranks");
-  const std::vector<alltoall_plan> plans = make_alltoall_plans(r, item_sizes);
+  const std::vector<alltoall_plan> plans = make_alltoall_plans(r, item_bytes);
   for (rank_t p = 0; p < r.ranks; ++p)
     if (inputs[p].size() != plans[p].input_bytes)
       mmbal::detail::throw_invalid("run_rearrangement: rank ", p, " has ", inputs[p].size(),
