@@ -133,6 +133,24 @@ void equal_count_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_equal_count_omni)->Apply(equal_count_args)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// Issue 13: time of equal-count `kk` against equal-count `lpt` (the same-run baseline) on the
+// omni LLM phase, 65,536 samples on 512 ranks, tokens. arg: 0 lpt, 1 kk.
+void BM_equal_count_time(benchmark::State& state) {
+  const rank_t d = 512;
+  generator_options o;
+  o.samples = 65536;
+  o.ranks = d;
+  o.seed = 1;
+  const std::vector<length_t> w = phase_items_of(generate(family::omni, o, default_length_data()), "llm").weights;
+  const cost::any_cost c = cost::parse_cost("tokens");
+  balance::constraints equal;
+  equal.counts.kind = balance::count_cap::mode::equal;
+  const balance::algorithm_spec spec = balance::parse_algorithm(state.range(0) == 0 ? "lpt" : "kk");
+  for (auto _ : state) benchmark::DoNotOptimize(balance::solve(spec, c, balance::problem{w, d, equal}));
+  state.SetLabel(std::string(state.range(0) == 0 ? "eq_lpt" : "eq_kk") + " omni d=512 n=" + std::to_string(w.size()));
+}
+BENCHMARK(BM_equal_count_time)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

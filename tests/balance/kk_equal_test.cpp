@@ -74,3 +74,46 @@ TEST_CASE("kk equal count: a heavy item gets the lightest partners (3 per bin, o
   CHECK(r.kk <= r.lpt);
   CHECK(r.lower == 121.0);
 }
+
+TEST_CASE("kk equal count on random instances with >= 2 items per bin: vs capped lpt and the equal-count bound",
+          "[balance][kk]") {
+  // Issue 13's goal is eq_kk ≤ capped lpt (relative 1e-9) and ≤ 1.01 × the equal-count bound.
+  // Neither holds on every instance (the bound is loose with few integral items; with d ≤ 4
+  // and few items the pair chunkings can miss LPT's split), so this asserts what does hold on
+  // every instance — never more than 5 % above lpt; above 1.01 × the bound only where lpt is
+  // too or the gap to lpt is small — and caps the counts at the measured ones
+  // (bench/RESULTS.md), so a regression of the differencing fails here.
+  balance::constraints limits;
+  limits.counts.kind = balance::count_cap::mode::equal;
+  const cost::any_cost costs[] = {cost::parse_cost("tokens"), cost::parse_cost("attention:alpha=1,beta=0.001")};
+  const balance::algorithm_spec kk_spec = balance::parse_algorithm("kk"), lpt_spec = balance::parse_algorithm("lpt");
+  int runs = 0, worse = 0, over = 0, over_alone = 0;
+  for (std::uint64_t seed = 0; seed < 1500; ++seed) {
+    const test::instance in = test::random_instance(seed, 2000);
+    if (in.bins < 2 || in.weights.size() < 2 * std::size_t{in.bins}) continue;
+    for (const cost::any_cost& c : costs) {
+      INFO("seed " << seed << " n " << in.weights.size() << " d " << in.bins << " shape " << in.shape);
+      const balance::problem p{in.weights, in.bins, limits};
+      const assignment kk = balance::solve(kk_spec, c, p);
+      const assignment lpt = balance::solve(lpt_spec, c, p);
+      const double kk_max = test::check_run(kk, in.weights, in.bins, c, limits);
+      const double lpt_max = test::check_run(lpt, in.weights, in.bins, c, limits);
+      const double bound = std::visit(
+          [&](const auto& cc) { return equal_count_lower_bound(std::span<const length_t>(in.weights), in.bins, cc); },
+          c);
+      ++runs;
+      CHECK(kk_max <= 1.05 * lpt_max);
+      if (kk_max > lpt_max * (1 + 1e-9)) ++worse;
+      if (kk_max > 1.01 * bound) {
+        ++over;
+        if (lpt_max <= 1.01 * bound) ++over_alone;
+      }
+    }
+  }
+  WARN("runs " << runs << ", eq_kk > lpt: " << worse << ", eq_kk > 1.01 x bound: " << over << " (lpt within it on "
+               << over_alone << ")");
+  CHECK(runs > 1000);
+  CHECK(worse <= 18);      // measured: 18 of 1,944 (the previous BLDM: 84)
+  CHECK(over <= 270);      // measured: 270 (previous: 354)
+  CHECK(over_alone <= 3);  // measured: 3 (previous: 17)
+}

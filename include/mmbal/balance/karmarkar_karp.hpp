@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <queue>
+#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -36,7 +38,15 @@ namespace mmbal::balance {
 /// can pair with the lightest items as capped LPT does while the consecutive middle keeps the
 /// small-spread tuples that do the fine balancing at the end. The differencing runs for
 /// light ∈ {0, d/4, d/2, 3d/4, d} (light = 0 is classic BLDM) and keeps the partition with the
-/// lowest maximum subset cost (ties: the smaller light).
+/// lowest maximum subset cost (ties: the smaller light). Then *pairwise re-differencing*:
+/// the costliest bin and one of its 8 cheapest partners (cheapest first) pool their items and
+/// split them again by two-way balanced differencing — the same five chunkings with d = 2; a
+/// chunking of ≤ 64 pairs is searched by complete differencing of the pair differences (CKK,
+/// differencing branch first, so the first leaf is plain BLDM; ≤ 256 nodes). The pair's two
+/// counts (which differ by ≤ 1) are kept. The first re-split that lowers the pair's maximum is
+/// taken; it stops when the costliest bin gains with no partner or after 2d + 16 re-splits.
+/// Every accepted step lowers the sorted load vector lexicographically, so it terminates.
+/// Capped LPT is never run: this is differencing throughout.
 ///
 /// Index back-tracking: a subset is a (cost, head, tail) of an intrusive singly linked list
 /// over the items (`next[item]`); joining two subsets links one list behind the other in
@@ -44,18 +54,24 @@ namespace mmbal::balance {
 /// d-length list is ever copied.
 ///
 /// - Guarantee: a heuristic; for d = 2 usually far better than LPT (Karmarkar & Karp 1982);
-///   never claimed to be optimal. Equal counts: on the generated omni LLM phase at 8 and 64
-///   items per bin it matched or beat capped `lpt` (bench/RESULTS.md); on random instances it
-///   is sometimes worse (≈ 1.5 % of them, by up to 3 %). Costs are summed in double in a fixed order.
+///   never claimed to be optimal. Equal counts: each bin holds ⌊n/d⌋ or ⌈n/d⌉ items. On the
+///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`; on
+///   random instances with ≥ 2 items per bin it is worse than capped `lpt` on ≈ 0.8 % (by
+///   ≤ 4.3 %, mostly d ≤ 4 with few items, where the pairings restrict the search) — see
+///   bench/RESULTS.md and tests/balance/kk_equal_test.cpp. Costs are summed in double in a
+///   fixed order; every choice has a deterministic tie-break.
 /// - Complexity: O(n log n) for the heap of tuples plus, per combination, O(k + o log o) with
 ///   k the non-empty subsets of the two tuples (≤ 2d) and o those that meet (both sides
 ///   non-empty): the rest are two already sorted runs, merged; equal-count: five
-///   differencing runs, O(n log n + 5 · (n/d) · d log d).
-/// - Slot order: the order of the subset's linked list (the combination order).
+///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 2d + 16 re-splits of
+///   O(q log q + 5 · 256 · q) each (q = ⌈n/d⌉; the node budget applies only when q ≤ 64).
+/// - Slot order: the order of the subset's linked list (the combination order); equal counts:
+///   the order of the last split that formed the bin.
 /// - Constraints: `count_cap` equal (BLDM); `groups` without count caps (each group is one
 ///   unit of cost Σ c(w)). Rejected: `count_cap` fixed, `capacity`, groups with equal counts.
 /// @see Karmarkar & Karp (1982); Michiels, Korst, Aarts, van Leeuwen (2003) for the balanced
-///      k-way variant; Zhang, Mouratidis, Pang (IJCAI 2011) on BLDM's weakness with skewed
+///      k-way variant; Korf (1998) for the complete differencing (CKK); Yakir (1996) for the
+///      two-way balanced pair differencing; Zhang, Mouratidis, Pang (IJCAI 2011) on BLDM's weakness with skewed
 ///      numbers; docs/DESIGN.md §5.1.
 struct karmarkar_karp {
   static constexpr const char* name = "kk";
@@ -83,20 +99,22 @@ struct karmarkar_karp {
     auto by_cost_desc = [](const subset& a, const subset& b) {
       return a.cost != b.cost ? a.cost > b.cost : a.head < b.head;
     };
-    auto spread = [&](const std::vector<subset>& t) {
+    // `ways` subsets per tuple: `bins` for the partition, 2 for the pairwise re-splits.
+    auto spread = [](const std::vector<subset>& t, std::size_t ways) {
       if (t.empty()) return 0.0;
-      return t.front().cost - (t.size() < bins ? 0.0 : t.back().cost);
+      return t.front().cost - (t.size() < ways ? 0.0 : t.back().cost);
     };
 
     // One differencing run over `tuples` (consumed): the last tuple, its subsets' lists in `next`.
-    auto differencing = [&](std::vector<std::vector<subset>>& tuples, std::vector<std::uint32_t>& next) {
+    auto differencing = [&](std::vector<std::vector<subset>>& tuples, std::vector<std::uint32_t>& next,
+                            std::size_t ways) {
       // Max-heap by spread, ties by smaller tuple id (creation order).
       using entry = std::pair<double, std::uint32_t>;
       auto lower = [](const entry& a, const entry& b) {
         return a.first != b.first ? a.first < b.first : a.second > b.second;
       };
       std::priority_queue<entry, std::vector<entry>, decltype(lower)> heap(lower);
-      for (std::uint32_t t = 0; t < tuples.size(); ++t) heap.emplace(spread(tuples[t]), t);
+      for (std::uint32_t t = 0; t < tuples.size(); ++t) heap.emplace(spread(tuples[t], ways), t);
       std::vector<subset> merged, overlap, alone;
       while (heap.size() > 1) {
         const std::uint32_t a = heap.top().second;
@@ -109,11 +127,11 @@ struct karmarkar_karp {
         // min(ka, d−kb) subsets meet empty slots, as do B's first min(kb, d−ka): both runs
         // stay sorted. Only the overlap (both sides non-empty) needs a sort, then two merges.
         const std::size_t ka = ta.size(), kb = tb.size();
-        const std::size_t a_alone = std::min<std::size_t>(ka, bins - kb);
-        const std::size_t b_alone = std::min<std::size_t>(kb, bins - ka);
+        const std::size_t a_alone = std::min<std::size_t>(ka, ways - kb);
+        const std::size_t b_alone = std::min<std::size_t>(kb, ways - ka);
         overlap.clear();
         for (std::size_t i = a_alone; i < ka; ++i) {
-          const std::size_t j = bins - 1 - i;
+          const std::size_t j = ways - 1 - i;
           subset s = ta[i];
           s.cost += tb[j].cost;
           next[s.tail] = tb[j].head;
@@ -132,85 +150,247 @@ struct karmarkar_karp {
         tuples.back().swap(merged);
         merged.swap(tuples[a]);  // reuse A's storage as the next scratch
         std::vector<subset>().swap(tuples[b]);
-        heap.emplace(spread(tuples[id]), id);
+        heap.emplace(spread(tuples[id], ways), id);
       }
       return heap.empty() ? std::vector<subset>{} : std::move(tuples[heap.top().second]);
     };
 
-    std::vector<subset> last;
     std::vector<std::uint32_t> next(m, ~std::uint32_t{0});
-    if (equal) {
-      // Units by cost descending, ties by id.
-      std::vector<std::uint32_t> order(m);
-      for (std::uint32_t k = 0; k < m; ++k) order[k] = k;
-      std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return unit_cost[a] != unit_cost[b] ? unit_cost[a] > unit_cost[b] : a < b;
-      });
-      // Chunk 0 is the d costliest units. Each lower chunk takes `light` units of the tail (the
-      // costliest-last units, dealt round-robin over the lower chunks) and fills up with
-      // consecutive units from the middle. light = 0 is classic BLDM (each bin gets one unit
-      // per rank band, so the bins holding the heaviest units must also take a mid-size one);
-      // light > 0 lets those bins pair with the lightest units as capped LPT does, while
-      // the consecutive middle keeps small-spread tuples for the fine balancing at the end.
-      const std::size_t chunks = (m + bins - 1) / bins;
+    if (!equal) {
+      std::vector<std::vector<subset>> tuples(m);
+      for (std::uint32_t k = 0; k < m; ++k) tuples[k].push_back(subset{unit_cost[k], k, k});
+      const std::vector<subset> last = differencing(tuples, next, bins);
+      detail::placement_builder out(n, bins);
+      for (std::size_t s = 0; s < last.size(); ++s)
+        for (std::uint32_t k = last[s].head;; k = next[k]) {
+          u.for_each(k, [&](item_id i) { out.place(i, static_cast<rank_t>(s)); });
+          if (k == last[s].tail) break;
+        }
+      return std::move(out).finish();
+    }
+
+    // Equal counts (units are single items here). BLDM over `ways` subsets of the units in
+    // `desc` (by cost descending, ties by id): chunk 0 is the `ways` costliest units; each
+    // lower chunk takes `light` units of the tail (the costliest-last units, dealt round-robin
+    // over the lower chunks) and fills up with consecutive units from the middle. light = 0
+    // is classic BLDM (each subset gets one unit per rank band, so the subsets holding the
+    // heaviest units must also take a mid-size one); light > 0 lets those subsets pair with
+    // the lightest units as capped LPT does, while the consecutive middle keeps small-spread
+    // tuples for the fine balancing at the end. Runs light ∈ {0, w/4, w/2, 3w/4, w} and keeps
+    // the lowest maximum (ties: the smaller light). Result: the subsets' unit lists, costliest
+    // first, each with ⌊|desc|/w⌋ or ⌈|desc|/w⌉ units.
+    struct split {
+      std::vector<std::vector<std::uint32_t>> lists;
+      std::vector<double> costs;
+    };
+    // Complete two-way differencing: at most 64 pairs, 256 nodes per run (bounds its cost).
+    constexpr std::size_t node_budget = 256, complete_pairs = 64;
+    auto balanced_differencing = [&](std::span<const std::uint32_t> desc, std::size_t ways) {
+      const std::size_t count = desc.size();
+      const std::size_t chunks = (count + ways - 1) / ways;
       auto chunked = [&](std::size_t light) {
         std::vector<std::vector<subset>> tuples(std::max<std::size_t>(chunks, 1));
-        if (m == 0) return tuples;
-        std::vector<std::size_t> room(chunks, bins);
-        room[chunks - 1] = m - (chunks - 1) * std::size_t{bins};
+        if (count == 0) return tuples;
+        std::vector<std::size_t> room(chunks, ways);
+        room[chunks - 1] = count - (chunks - 1) * ways;
         auto put = [&](std::size_t c, std::uint32_t k) {
           tuples[c].push_back(subset{unit_cost[k], k, k});
           --room[c];
         };
-        const std::size_t first_mid = std::min<std::size_t>(m, bins);
-        for (std::size_t j = 0; j < first_mid; ++j) put(0, order[j]);
+        const std::size_t first_mid = std::min(count, ways);
+        for (std::size_t j = 0; j < first_mid; ++j) put(0, desc[j]);
         if (chunks > 1) {
           const std::size_t lower = chunks - 1;
-          const std::size_t tail = std::min(m - first_mid, light * lower);
+          const std::size_t tail = std::min(count - first_mid, light * lower);
           std::size_t c = 0;
-          for (std::size_t j = m - tail; j < m; ++j) {
+          for (std::size_t j = count - tail; j < count; ++j) {
             while (room[1 + c] == 0) c = (c + 1) % lower;
-            put(1 + c, order[j]);
+            put(1 + c, desc[j]);
             c = (c + 1) % lower;
           }
           std::size_t fill = 1;
-          for (std::size_t j = first_mid; j < m - tail; ++j) {
+          for (std::size_t j = first_mid; j < count - tail; ++j) {
             while (room[fill] == 0) ++fill;
-            put(fill, order[j]);
+            put(fill, desc[j]);
           }
         }
         for (auto& t : tuples) std::sort(t.begin(), t.end(), by_cost_desc);
         return tuples;
       };
-      // Three chunkings (no tail, half of each chunk, all of it); the one whose differencing
-      // ends with the lowest maximum wins (ties: the earlier).
-      std::vector<std::uint32_t> trial_next;
+      // Two ways and few pairs: the complete differencing of the pairs (Korf's CKK over the
+      // pair differences, depth first, the differencing branch first, so its first leaf is the
+      // plain differencing result) with a budget of nodes; a pair's sign says which subset
+      // takes its heavier unit, so counts stay balanced whatever the signs.
+      auto complete_two_way = [&](const std::vector<std::vector<subset>>& tuples, split& out) {
+        struct composite {
+          double value;
+          std::int32_t left, right;  // leaf: left = pair, right = -1
+          bool sum;
+        };
+        std::vector<composite> pool;
+        for (std::size_t p = 0; p < tuples.size(); ++p)
+          pool.push_back({tuples[p][0].cost - (tuples[p].size() > 1 ? tuples[p][1].cost : 0.0),
+                          static_cast<std::int32_t>(p), -1, false});
+        const std::size_t pairs = pool.size();
+        std::vector<std::int8_t> sign(pairs, 1), best_sign(pairs, 1);
+        double best_gap = std::numeric_limits<double>::infinity();
+        std::size_t visited = 0;
+        std::vector<std::pair<std::int32_t, std::int8_t>> stack;
+        auto assign = [&](std::int32_t c, std::int8_t sg) {
+          stack.assign(1, {c, sg});
+          while (!stack.empty()) {
+            const auto [id, sgn] = stack.back();
+            stack.pop_back();
+            const composite& x = pool[static_cast<std::size_t>(id)];
+            if (x.right < 0) {
+              sign[static_cast<std::size_t>(x.left)] = sgn;
+              continue;
+            }
+            stack.emplace_back(x.left, sgn);
+            stack.emplace_back(x.right, x.sum ? sgn : static_cast<std::int8_t>(-sgn));
+          }
+        };
+        auto before = [&](std::int32_t a, std::int32_t b) {
+          const double va = pool[static_cast<std::size_t>(a)].value, vb = pool[static_cast<std::size_t>(b)].value;
+          return va != vb ? va > vb : a < b;
+        };
+        auto search = [&](auto& self, const std::vector<std::int32_t>& list) -> void {
+          ++visited;
+          double rest = 0;
+          for (std::size_t i = 1; i < list.size(); ++i) rest += pool[static_cast<std::size_t>(list[i])].value;
+          const double first = pool[static_cast<std::size_t>(list[0])].value;
+          if (list.size() == 1 || first >= rest) {
+            if (first - rest < best_gap) {
+              best_gap = first - rest;
+              for (std::size_t i = 0; i < list.size(); ++i) assign(list[i], i == 0 ? 1 : -1);
+              best_sign = sign;
+            }
+            return;
+          }
+          const double second = pool[static_cast<std::size_t>(list[1])].value;
+          for (const bool sum : {false, true}) {
+            if (visited >= node_budget || best_gap == 0) return;
+            if (sum && first + second - (rest - second) >= best_gap) return;
+            pool.push_back({sum ? first + second : first - second, list[0], list[1], sum});
+            const auto id = static_cast<std::int32_t>(pool.size() - 1);
+            std::vector<std::int32_t> child(list.begin() + 2, list.end());
+            child.insert(std::lower_bound(child.begin(), child.end(), id, before), id);
+            self(self, child);
+          }
+        };
+        std::vector<std::int32_t> all(pairs);
+        for (std::size_t p = 0; p < pairs; ++p) all[p] = static_cast<std::int32_t>(p);
+        std::sort(all.begin(), all.end(), before);
+        search(search, all);
+        out.lists.assign(2, {});
+        out.costs.assign(2, 0.0);
+        for (std::size_t p = 0; p < pairs; ++p) {
+          const std::size_t heavy = best_sign[p] > 0 ? 0 : 1;
+          out.lists[heavy].push_back(tuples[p][0].head);
+          out.costs[heavy] += tuples[p][0].cost;
+          if (tuples[p].size() > 1) {
+            out.lists[1 - heavy].push_back(tuples[p][1].head);
+            out.costs[1 - heavy] += tuples[p][1].cost;
+          }
+        }
+        if (out.costs[1] > out.costs[0]) {
+          std::swap(out.lists[0], out.lists[1]);
+          std::swap(out.costs[0], out.costs[1]);
+        }
+      };
+      split best;
       bool have = false;
-      for (const std::size_t light : {std::size_t{0}, std::size_t{bins} / 4, std::size_t{bins} / 2,
-                                      std::size_t{bins} * 3 / 4, std::size_t{bins}}) {
+      std::size_t previous_light = ~std::size_t{0};
+      for (const std::size_t light : {std::size_t{0}, ways / 4, ways / 2, ways * 3 / 4, ways}) {
+        if (light == previous_light) continue;  // same chunking as the last run (small `ways`)
+        previous_light = light;
         std::vector<std::vector<subset>> tuples = chunked(light);
-        trial_next.assign(m, ~std::uint32_t{0});
-        std::vector<subset> result = differencing(tuples, trial_next);
+        if (ways == 2 && count > 1 && chunks <= complete_pairs) {
+          split trial;
+          complete_two_way(tuples, trial);
+          if (!have || trial.costs.front() < best.costs.front()) best = std::move(trial);
+          have = true;
+          continue;
+        }
+        const std::vector<subset> result = differencing(tuples, next, ways);
         const double top = result.empty() ? 0.0 : result.front().cost;
-        if (!have || top < (last.empty() ? 0.0 : last.front().cost)) {
-          last = std::move(result);
-          next.swap(trial_next);
+        if (!have || top < best.costs.front()) {
+          best.lists.assign(result.size(), {});
+          best.costs.assign(result.size(), 0.0);
+          for (std::size_t s = 0; s < result.size(); ++s) {
+            for (std::uint32_t k = result[s].head;; k = next[k]) {
+              best.lists[s].push_back(k);
+              if (k == result[s].tail) break;
+            }
+            best.costs[s] = result[s].cost;
+          }
+          if (best.costs.empty()) best.costs.push_back(0.0);
           have = true;
         }
         if (chunks <= 1) break;  // one chunk: every chunking is the same
       }
-    } else {
-      std::vector<std::vector<subset>> tuples(m);
-      for (std::uint32_t k = 0; k < m; ++k) tuples[k].push_back(subset{unit_cost[k], k, k});
-      last = differencing(tuples, next);
+      return best;
+    };
+    auto desc_order = [&](std::vector<std::uint32_t>& v) {
+      std::sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return unit_cost[a] != unit_cost[b] ? unit_cost[a] > unit_cost[b] : a < b;
+      });
+    };
+
+    std::vector<std::uint32_t> order(m);
+    for (std::uint32_t k = 0; k < m; ++k) order[k] = k;
+    desc_order(order);
+    split partition = balanced_differencing(order, bins);
+    std::vector<std::vector<std::uint32_t>>& lists = partition.lists;
+    lists.resize(bins);
+    std::vector<double> load(bins, 0.0);
+    for (std::size_t b = 0; b < lists.size(); ++b)
+      for (const std::uint32_t k : lists[b]) load[b] += unit_cost[k];
+
+    // Pairwise re-differencing: the costliest bin and one of the `partners` cheapest pool their
+    // units and split them again by two-way balanced differencing (their two counts are kept:
+    // they differ by at most one, as do the halves); the first re-split that lowers the pair's
+    // maximum is taken. Stops when the costliest bin gains from no partner or after `budget`
+    // re-splits. Every accepted step lowers the sorted load vector lexicographically.
+    constexpr std::size_t partners = 8;
+    std::size_t budget = 2 * std::size_t{bins} + 16;
+    std::set<std::pair<double, rank_t>> by_load;
+    for (rank_t b = 0; b < bins; ++b) by_load.emplace(load[b], b);
+    std::vector<std::uint32_t> pooled;
+    while (budget > 0 && bins > 1) {
+      const auto [top_load, top] = *by_load.rbegin();
+      bool improved = false;
+      std::size_t tried = 0;
+      for (auto it = by_load.begin(); it != by_load.end() && tried < partners && budget > 0; ++it, ++tried) {
+        const auto [low_load, low] = *it;
+        if (low_load >= top_load) break;
+        pooled.assign(lists[top].begin(), lists[top].end());
+        pooled.insert(pooled.end(), lists[low].begin(), lists[low].end());
+        desc_order(pooled);
+        split two = balanced_differencing(pooled, 2);
+        --budget;
+        two.lists.resize(2);
+        double pair_load[2] = {0.0, 0.0};
+        for (int s = 0; s < 2; ++s)
+          for (const std::uint32_t k : two.lists[s]) pair_load[s] += unit_cost[k];
+        if (std::max(pair_load[0], pair_load[1]) >= top_load) continue;
+        by_load.erase(it);
+        by_load.erase(std::prev(by_load.end()));
+        lists[top] = std::move(two.lists[0]);
+        lists[low] = std::move(two.lists[1]);
+        load[top] = pair_load[0];
+        load[low] = pair_load[1];
+        by_load.emplace(load[top], top);
+        by_load.emplace(load[low], low);
+        improved = true;
+        break;
+      }
+      if (!improved) break;
     }
 
     detail::placement_builder out(n, bins);
-    for (std::size_t s = 0; s < last.size(); ++s)
-      for (std::uint32_t k = last[s].head;; k = next[k]) {
-        u.for_each(k, [&](item_id i) { out.place(i, static_cast<rank_t>(s)); });
-        if (k == last[s].tail) break;
-      }
+    for (rank_t b = 0; b < bins; ++b)
+      for (const std::uint32_t k : lists[b]) u.for_each(k, [&](item_id i) { out.place(i, b); });
     return std::move(out).finish();
   }
 };
