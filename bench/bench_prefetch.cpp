@@ -9,8 +9,10 @@
 // Reported (wall time per step, `UseRealTime`):
 // - BM_compute_alone/f: the sleep only (baseline: the best a step can be);
 // - BM_plan_inline/f: copy + `plan(batch, previous)` + sleep on one thread;
-// - BM_plan_prefetched/f: `prefetching_planner::next()` + sleep + `recycle` (depth 1).
-// Counters: plan_ms (P), compute_ms, compute_share (compute time / step time: 1 = plan hidden).
+// - BM_plan_prefetched/f: `prefetching_planner::next()` + sleep + `recycle` (depth 1), counter
+//   wait_ms (time in next()); BM_plan_prefetched_depth2/f: the same with a queue of two.
+// Counters: plan_ms (P), compute_ms, compute_share (compute time / step time: 1 = plan hidden);
+// BM_plan_inline also plan_ms_here (copy + plan in that run: P drifts with the machine's load).
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/prefetch.hpp>
 #include <mmbal/workload/generators.hpp>
@@ -79,26 +81,39 @@ void BM_plan_inline(benchmark::State& state, double f) {
   const auto p = planner();
   orchestrate::orchestration out;
   std::uint64_t k = 0;
+  double planning_s = 0;
   for (auto _ : state) {
+    const auto t0 = clock_type::now();
     workload batch = batches()[k++ % batches().size()];
     p.plan(batch, out);
     benchmark::DoNotOptimize(out.fingerprint);
+    planning_s += std::chrono::duration<double>(clock_type::now() - t0).count();
     compute(f * plan_ms);
   }
   report(state, f * plan_ms);
+  // The copy + plan time in this run (P drifts with the machine's load).
+  state.counters["plan_ms_here"] = 1e3 * planning_s / static_cast<double>(state.iterations());
 }
 
-void BM_plan_prefetched(benchmark::State& state, double f) {
+void run_prefetched(benchmark::State& state, double f, std::size_t depth) {
   orchestrate::prefetching_planner loader(
-      planner(), [](std::uint64_t k) -> std::optional<workload> { return batches()[k % batches().size()]; });
+      planner(), [](std::uint64_t k) -> std::optional<workload> { return batches()[k % batches().size()]; }, depth);
+  double waited_s = 0;
   for (auto _ : state) {
+    const auto t0 = clock_type::now();
     std::optional<orchestrate::prefetched_step> s = loader.next();
+    waited_s += std::chrono::duration<double>(clock_type::now() - t0).count();
     benchmark::DoNotOptimize(s->plan.fingerprint);
     compute(f * plan_ms);
     loader.recycle(std::move(*s));
   }
   report(state, f * plan_ms);
+  // Time per step spent in next() (the first step of a run is never hidden: P / iterations).
+  state.counters["wait_ms"] = 1e3 * waited_s / static_cast<double>(state.iterations());
 }
+
+void BM_plan_prefetched(benchmark::State& state, double f) { run_prefetched(state, f, 1); }
+void BM_plan_prefetched_depth2(benchmark::State& state, double f) { run_prefetched(state, f, 2); }
 
 }  // namespace
 
@@ -121,7 +136,8 @@ int main(int argc, char** argv) {
     const std::string arg = "/compute:" + std::to_string(f).substr(0, 3) + "xP";
     for (auto [name, fn] :
          {std::pair{"BM_compute_alone", &BM_compute_alone}, std::pair{"BM_plan_inline", &BM_plan_inline},
-          std::pair{"BM_plan_prefetched", &BM_plan_prefetched}})
+          std::pair{"BM_plan_prefetched", &BM_plan_prefetched},
+          std::pair{"BM_plan_prefetched_depth2", &BM_plan_prefetched_depth2}})
       benchmark::RegisterBenchmark((name + arg).c_str(), fn, f)
           ->Iterations(40)
           ->Repetitions(3)
