@@ -89,7 +89,7 @@ enum class mpi_method : std::uint8_t {
 ///
 /// - `method`: default `p2p`, the fastest measured (bench/RESULTS.md "Transport benchmarks":
 ///   on one node with CMA single copy, 1.0–1.3 × raw `MPI_Alltoallv` at ~100 KiB items, where
-///   `alltoallv`'s pack and unpack copies make it 1.5–1.9 ×);
+///   `alltoallv`'s pack and unpack copies make it 1.3–1.5 ×);
 /// - `p2p_coalesce_below`: in `p2p`, items smaller than this many bytes travel packed in one
 ///   message per peer (one pack and one unpack copy, like `alltoallv`), larger items as their
 ///   own zero-copy messages; 0 = every item its own message. Default 32 KiB: below it a
