@@ -151,8 +151,9 @@ void BM_plan_alltoallw(benchmark::State& state) {
   report(state, f, plan_total, raw_total);
 }
 
-// Plan execution, method p2p: one Isend/Irecv per item straight between input and output
-// (contiguous messages: OpenMPI's shared-memory single-copy path applies), self items memcpy.
+// Plan execution, method p2p (the default): one Isend/Irecv per item of ≥ 32 KiB straight
+// between input and output (contiguous messages: OpenMPI's shared-memory single-copy path
+// applies), smaller items packed into one message per peer, self items memcpy.
 void BM_plan_p2p(benchmark::State& state) {
   fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
   double plan_total = 0;
@@ -166,11 +167,28 @@ void BM_plan_p2p(benchmark::State& state) {
   report(state, f, plan_total, raw_total);
 }
 
+// The same with every item its own message (`p2p_coalesce_below` = 0, the method before small
+// items were coalesced per peer).
+void BM_plan_p2p_each_item(benchmark::State& state) {
+  fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
+  comm().set_p2p_coalesce_below(0);
+  double plan_total = 0;
+  double raw_total = 0;
+  for (auto _ : state) {
+    raw_total += timed([&] { raw_alltoallv(f); });
+    const double dt = timed([&] { comm().all_to_all_p2p(f.plan, f.input, f.output); });
+    state.SetIterationTime(dt);
+    plan_total += dt;
+  }
+  comm().set_p2p_coalesce_below(transport::mpi_options{}.p2p_coalesce_below);
+  report(state, f, plan_total, raw_total);
+}
+
 // Everything a step does: build the plan from the rearrangement, fingerprint it, all-reduce
-// the check, then the p2p exchange (the fastest method above for these item sizes).
+// the check, then the exchange with the default method (p2p).
 void BM_execute_checked(benchmark::State& state) {
   fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
-  comm().set_method(transport::mpi_method::p2p);
+  comm().set_method(transport::mpi_options{}.method);
   double plan_total = 0;
   double raw_total = 0;
   for (auto _ : state) {
@@ -197,6 +215,7 @@ MMBAL_MPI_BENCH(BM_raw_alltoallv);
 MMBAL_MPI_BENCH(BM_plan_alltoallv);
 MMBAL_MPI_BENCH(BM_plan_alltoallw);
 MMBAL_MPI_BENCH(BM_plan_p2p);
+MMBAL_MPI_BENCH(BM_plan_p2p_each_item);
 MMBAL_MPI_BENCH(BM_execute_checked);
 
 /// Ranks other than 0 run the same benchmarks silently.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds only the concurrency tests (test cases tagged [concurrency]: the thread pool, the
-# orchestrator's threaded and concurrent planning, the threaded loopback world) with
-# ThreadSanitizer (`tsan` preset) and runs them; any data race or lock-order report fails.
+# orchestrator's threaded and concurrent planning, the prefetching planner, the threaded
+# loopback world) with ThreadSanitizer (`tsan` preset) and runs them; any data race or
+# lock-order report fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 generator=()

@@ -3,9 +3,11 @@
 /// MPI transport (target `mmbal::mpi` = mmbal + MPI::MPI_CXX): metadata all-gather
 /// (`MPI_Allgatherv`), the max all-reduce behind the plan fingerprint check, and plan
 /// execution by three methods:
-/// - `alltoallv`: pack (memcpy runs) → `MPI_Alltoallv` of bytes → unpack;
-/// - `p2p`: one `MPI_Isend`/`MPI_Irecv` per item straight between the input and output
-///   buffers (zero copy, contiguous messages), self items by memcpy;
+/// - `alltoallv`: pack (memcpy) → `MPI_Alltoallv` of bytes → unpack, items kept on the rank
+///   copied input → output directly;
+/// - `p2p` (default): one `MPI_Isend`/`MPI_Irecv` per item straight between the input and
+///   output buffers (zero copy, contiguous messages), items below
+///   `mpi_options::p2p_coalesce_below` packed into one message per peer, self items by memcpy;
 /// - `alltoallw`: one `MPI_Alltoallw` whose per-peer derived datatypes
 ///   (`MPI_Type_create_hindexed` over the items' byte regions, from `send_regions` /
 ///   `recv_regions`) read the input buffer and write the output buffer in place: no pack
@@ -78,14 +80,24 @@ namespace mmbal::transport {
 
 /// How `mpi_transport::all_to_all` moves the payload.
 enum class mpi_method : std::uint8_t {
-  alltoallv,  ///< pack, MPI_Alltoallv of bytes, unpack (default)
+  alltoallv,  ///< pack, MPI_Alltoallv of bytes, unpack (kept items copied straight)
   alltoallw,  ///< MPI_Alltoallw with hindexed datatypes on the unpacked buffers (no pack copy)
-  p2p,        ///< one MPI_Isend/MPI_Irecv per item, straight between input and output (no copy)
+  p2p,        ///< one MPI_Isend/MPI_Irecv per large item, small items coalesced per peer (default)
 };
 
-/// Options of `mpi_transport`. Defaults: `alltoallv`.
+/// Options of `mpi_transport`.
+///
+/// - `method`: default `p2p`, the fastest measured (bench/RESULTS.md "Transport benchmarks":
+///   on one node with CMA single copy, 1.0–1.3 × raw `MPI_Alltoallv` at ~100 KiB items, where
+///   `alltoallv`'s pack and unpack copies make it 1.3–1.5 ×);
+/// - `p2p_coalesce_below`: in `p2p`, items smaller than this many bytes travel packed in one
+///   message per peer (one pack and one unpack copy, like `alltoallv`), larger items as their
+///   own zero-copy messages; 0 = every item its own message. Default 32 KiB: below it a
+///   message's overhead costs more than copying the item. Both ends decide per item from its
+///   size, which sender and receiver both know, so no agreement is needed.
 struct mpi_options {
-  mpi_method method = mpi_method::alltoallv;
+  mpi_method method = mpi_method::p2p;
+  std::uint64_t p2p_coalesce_below = std::uint64_t{32} << 10;
 };
 
 namespace detail {
@@ -194,6 +206,8 @@ class mpi_transport {
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
   [[nodiscard]] const mpi_options& options() const noexcept { return options_; }
   void set_method(mpi_method m) noexcept { options_.method = m; }
+  /// Sets `mpi_options::p2p_coalesce_below` (0 = every item its own message).
+  void set_p2p_coalesce_below(std::uint64_t bytes) noexcept { options_.p2p_coalesce_below = bytes; }
 
   /// `MPI_Barrier` on the transport's communicator.
   void barrier() { MMBAL_MPI_CHECK(MPI_Barrier(comm_)); }
@@ -249,15 +263,73 @@ class mpi_transport {
     all_to_all_v(plan, send, recv);
   }
 
-  /// Pack → `exchange_packed` → unpack. Staging buffers are kept between calls. Memory:
-  /// local payload + received payload (the staging copies) + O(plan).
+  /// Pack → `MPI_Alltoallv` → unpack, for the items that change rank; the items this rank
+  /// keeps are copied input → output directly (one copy instead of pack, self-exchange and
+  /// unpack). Staging buffers are kept between calls. Plans above `INT_MAX` bytes go through
+  /// `exchange_packed` whole (see the file doc). Memory: local payload + received payload (the
+  /// staging copies) + O(plan).
   void all_to_all_v(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
     check_plan(plan, send.size(), recv.size());
     send_.resize(plan.send_bytes);
     recv_.resize(plan.recv_bytes);
-    mmbal::pack(plan, send, std::span<std::byte>(send_));
-    exchange_packed(plan, send_, recv_);
-    mmbal::unpack(plan, std::span<const std::byte>(recv_), recv);
+    if (!detail::fits_int(plan.send_counts, plan.send_displs) ||
+        !detail::fits_int(plan.recv_counts, plan.recv_displs)) {
+      mmbal::pack(plan, send, std::span<std::byte>(send_));
+      exchange_packed(plan, send_, recv_);
+      mmbal::unpack(plan, std::span<const std::byte>(recv_), recv);
+      return;
+    }
+    const rank_t me = rank_;
+    const std::uint64_t self_send = plan.send_displs[me], self_recv = plan.recv_displs[me];
+    const std::uint64_t self_bytes = plan.send_counts[me];
+    if (plan.recv_counts[me] != self_bytes)
+      mmbal::detail::throw_invalid("mpi_transport::all_to_all_v: rank ", me, " keeps ", self_bytes,
+                                   " bytes on the send side but ", plan.recv_counts[me], " on the receive side");
+    // Whether an item at packed position `at` lies in the self part [begin, begin + n); a
+    // zero-size item carries nothing and counts as kept (it is never copied).
+    const auto is_self = [](std::uint64_t at, std::uint64_t size, std::uint64_t begin, std::uint64_t n) {
+      return size == 0 || (at >= begin && at - begin < n);
+    };
+    // Pack the remote items (the self part of send_ stays unused).
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < plan.pack_sizes.size(); at += plan.pack_sizes[i], ++i)
+      if (!is_self(at, plan.pack_sizes[i], self_send, self_bytes))
+        std::memcpy(send_.data() + at, send.data() + plan.pack_offsets[i], plan.pack_sizes[i]);
+    ints_.resize(4 * std::size_t{size_});
+    int* sc = ints_.data();
+    int* sd = sc + size_;
+    int* rc = sd + size_;
+    int* rd = rc + size_;
+    for (rank_t p = 0; p < size_; ++p) {
+      sc[p] = p == me ? 0 : static_cast<int>(plan.send_counts[p]);
+      sd[p] = static_cast<int>(plan.send_displs[p]);
+      rc[p] = p == me ? 0 : static_cast<int>(plan.recv_counts[p]);
+      rd[p] = static_cast<int>(plan.recv_displs[p]);
+    }
+    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(send_.data()), sc, sd, MPI_BYTE, detail::non_null(recv_.data()), rc,
+                                  rd, MPI_BYTE, comm_));
+    // Unpack the remote items. The self part of the packed send buffer maps byte for byte onto
+    // that of the receive buffer, so the k-th kept (nonzero) item in unpack order is the k-th
+    // in pack order: it is copied straight from `send`.
+    std::size_t a = 0;       // next pack item to consider
+    std::uint64_t a_at = 0;  // its packed position
+    at = 0;
+    for (std::size_t i = 0; i < plan.unpack_sizes.size(); at += plan.unpack_sizes[i], ++i) {
+      const std::uint64_t n = plan.unpack_sizes[i];
+      if (n == 0) continue;
+      if (!is_self(at, n, self_recv, self_bytes)) {
+        std::memcpy(recv.data() + plan.unpack_offsets[i], recv_.data() + at, n);
+        continue;
+      }
+      while (a < plan.pack_sizes.size() &&
+             (plan.pack_sizes[a] == 0 || !is_self(a_at, plan.pack_sizes[a], self_send, self_bytes)))
+        a_at += plan.pack_sizes[a++];
+      if (a == plan.pack_sizes.size() || plan.pack_sizes[a] != n || a_at - self_send != at - self_recv)
+        mmbal::detail::throw_invalid("mpi_transport::all_to_all_v: rank ", me,
+                                     "'s plan keeps different items on the send and receive side");
+      std::memcpy(recv.data() + plan.unpack_offsets[i], send.data() + plan.pack_offsets[a], n);
+      a_at += plan.pack_sizes[a++];
+    }
   }
 
   /// One `MPI_Alltoallw`: peer p's send datatype is the hindexed list of this rank's input
@@ -284,20 +356,25 @@ class mpi_transport {
                                   zero.data(), recv_types.data(), comm_));
   }
 
-  /// Zero-copy point-to-point execution: every nonzero item received from another rank gets
-  /// its own `MPI_Irecv` straight into its place in `recv`, every nonzero item sent to
-  /// another rank its own `MPI_Isend` straight from its place in `send`; items this rank
-  /// keeps are copied input → output with memcpy; then one `MPI_Waitall`. Matching relies
-  /// on MPI's non-overtaking rule (same source, tag and communicator): sender and receiver
-  /// list the items of a pair in the same order, ascending destination slot (`item_peers`).
-  /// Items above 2^30 bytes travel as several messages. Each message is contiguous, so
-  /// shared-memory transports can use their single-copy path (Linux CMA in OpenMPI) where
-  /// `alltoallw`'s non-contiguous datatypes cannot. Cost: ~1 message per item, so for many
-  /// tiny items `alltoallv` is cheaper. No staging memory. Collective (every rank calls it).
+  /// Point-to-point execution: every nonzero item of at least `p2p_coalesce_below` bytes
+  /// received from another rank gets its own `MPI_Irecv` straight into its place in `recv`,
+  /// every such item sent to another rank its own `MPI_Isend` straight from its place in
+  /// `send` (zero copy); the smaller items of each peer travel packed back to back in one
+  /// message per direction and peer (staging buffers kept between calls); items this rank
+  /// keeps are copied input → output with memcpy; then one `MPI_Waitall`. Matching relies on
+  /// MPI's non-overtaking rule (same source, tag and communicator): sender and receiver list
+  /// the items of a pair in the same order, ascending destination slot (`item_peers`), and
+  /// decide small or large from the item's size, which both know; per pair the packed message
+  /// goes first, then the large items in order. Items above 2^30 bytes travel as several
+  /// messages. Each message is contiguous, so shared-memory transports can use their
+  /// single-copy path (Linux CMA in OpenMPI) where `alltoallw`'s non-contiguous datatypes
+  /// cannot. Memory: the small items' staging. Collective (every rank calls it).
   void all_to_all_p2p(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
     check_plan(plan, send.size(), recv.size());
     const std::vector<rank_t> to = item_peers(plan.send_counts, plan.pack_sizes);
     const std::vector<rank_t> from = item_peers(plan.recv_counts, plan.unpack_sizes);
+    const std::uint64_t small = options_.p2p_coalesce_below;
+    const auto remote_small = [&](rank_t peer, std::uint64_t n) { return peer != rank_ && n > 0 && n < small; };
     requests_.clear();
     const auto post = [&](bool is_recv, std::byte* base, std::uint64_t offset, std::uint64_t size, rank_t peer) {
       for (std::uint64_t done = 0; done < size;) {
@@ -313,12 +390,40 @@ class mpi_transport {
         done += n;
       }
     };
-    // Receives first, so that large (rendezvous) sends find them posted.
+    // Small items: packed per peer at the start of the peer's part of the staging buffers
+    // (a peer's small items never exceed its part).
+    fill_.assign(2 * std::size_t{size_}, 0);
+    std::uint64_t* send_fill = fill_.data();
+    std::uint64_t* recv_fill = send_fill + size_;
     for (std::size_t k = 0; k < from.size(); ++k)
-      if (from[k] != rank_ && plan.unpack_sizes[k] > 0)
-        post(true, recv.data(), plan.unpack_offsets[k], plan.unpack_sizes[k], from[k]);
+      if (remote_small(from[k], plan.unpack_sizes[k])) recv_fill[from[k]] += plan.unpack_sizes[k];
+    bool any_small = false;
     for (std::size_t k = 0; k < to.size(); ++k)
-      if (to[k] != rank_ && plan.pack_sizes[k] > 0)
+      if (remote_small(to[k], plan.pack_sizes[k])) {
+        any_small = true;
+        break;
+      }
+    for (rank_t p = 0; p < size_ && !any_small; ++p) any_small = recv_fill[p] > 0;
+    if (any_small) {
+      send_.resize(plan.send_bytes);
+      recv_.resize(plan.recv_bytes);
+      for (std::size_t k = 0; k < to.size(); ++k)
+        if (remote_small(to[k], plan.pack_sizes[k])) {
+          std::memcpy(send_.data() + plan.send_displs[to[k]] + send_fill[to[k]], send.data() + plan.pack_offsets[k],
+                      plan.pack_sizes[k]);
+          send_fill[to[k]] += plan.pack_sizes[k];
+        }
+    }
+    // Receives first, so that large (rendezvous) sends find them posted.
+    for (rank_t p = 0; p < size_; ++p)
+      if (recv_fill[p] > 0) post(true, recv_.data(), plan.recv_displs[p], recv_fill[p], p);
+    for (std::size_t k = 0; k < from.size(); ++k)
+      if (from[k] != rank_ && plan.unpack_sizes[k] >= small && plan.unpack_sizes[k] > 0)
+        post(true, recv.data(), plan.unpack_offsets[k], plan.unpack_sizes[k], from[k]);
+    for (rank_t p = 0; p < size_; ++p)
+      if (send_fill[p] > 0) post(false, send_.data(), plan.send_displs[p], send_fill[p], p);
+    for (std::size_t k = 0; k < to.size(); ++k)
+      if (to[k] != rank_ && plan.pack_sizes[k] >= small && plan.pack_sizes[k] > 0)
         post(false, const_cast<std::byte*>(send.data()), plan.pack_offsets[k], plan.pack_sizes[k], to[k]);
     // Self part while the messages fly: the k-th kept item in pack order is the k-th in unpack order.
     bool self_ok = true;
@@ -339,6 +444,14 @@ class mpi_transport {
     if (!self_ok)
       mmbal::detail::throw_invalid("mpi_transport::all_to_all_p2p: rank ", rank_,
                                    "'s plan keeps different items on the send and receive side");
+    // Unpack the small items, peer by peer in item order (the order they were packed in).
+    std::fill(recv_fill, recv_fill + size_, 0);
+    for (std::size_t k = 0; k < from.size(); ++k)
+      if (remote_small(from[k], plan.unpack_sizes[k])) {
+        std::memcpy(recv.data() + plan.unpack_offsets[k], recv_.data() + plan.recv_displs[from[k]] + recv_fill[from[k]],
+                    plan.unpack_sizes[k]);
+        recv_fill[from[k]] += plan.unpack_sizes[k];
+      }
   }
 
   /// The raw exchange of already packed buffers (`plan.send_bytes` / `plan.recv_bytes`):
@@ -422,6 +535,7 @@ class mpi_transport {
   rank_t size_ = 0;
   std::vector<std::byte> send_, recv_;
   std::vector<int> ints_;
+  std::vector<std::uint64_t> fill_;  // p2p: bytes of small items per peer (send, then receive)
   std::vector<MPI_Request> requests_;
   static constexpr int p2p_tag = 7;  // the communicator is private: any fixed tag is safe
 };
