@@ -6,7 +6,10 @@
 /// as possible, preferring destinations on the same node.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/count_limits.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
