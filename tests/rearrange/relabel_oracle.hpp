@@ -29,10 +29,7 @@ namespace mmbal {
                                                        std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node,
                                                        rank_t max_ranks = 16) {
   detail::check_relabel_input(r, item_bytes, "relabel_nodewise_exact");
-  relabeling out;
-  out.rank_of_batch.resize(r.ranks);
-  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
-  out.max_identity = out.max_relabeled = max_inter_node_volume(r, item_bytes, ranks_per_node);
+  relabeling out = detail::identity_relabeling(r, item_bytes, ranks_per_node);
   if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
   const detail::relabel_model md(r, item_bytes, ranks_per_node);
   const rank_t d = md.d;
@@ -117,11 +114,7 @@ namespace mmbal {
       best_sigma = st.ranks_of_batches(st.max_cost());
     }
   }
-  const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, best_sigma);
-  if (reached < out.max_identity) {
-    out.rank_of_batch = best_sigma;
-    out.max_relabeled = reached;
-  }
+  detail::keep_if_better(out, r, item_bytes, ranks_per_node, best_sigma);
   return out;
 }
 

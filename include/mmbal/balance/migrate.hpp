@@ -158,10 +158,7 @@ template <class P, batch_cost C>
   std::vector<std::vector<std::uint32_t>> content(bins);
   for (std::uint32_t k = 0; k < u.count; ++k) content[unit_origin[k]].push_back(k);
   auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    state s = cost.empty();
-    for (std::uint32_t k : c)
-      if (k != skip) s = unit_state(u, k, weights, cost, s);
-    return s;
+    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
   };
   std::vector<state> states(bins);
   std::vector<double> load(bins);

@@ -260,10 +260,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
     return m;
   };
   auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    state s = cost.empty();
-    for (std::uint32_t k : c)
-      if (k != skip) s = unit_state(u, k, weights, cost, s);
-    return s;
+    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
   };
   std::vector<state> states(bins);
   std::vector<double> load(bins);

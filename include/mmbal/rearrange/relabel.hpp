@@ -604,6 +604,27 @@ inline std::vector<rank_t> identity_nodes(const relabel_model& md) {
   return v;
 }
 
+/// The identity relabeling of `r` with its max volume (what every relabeling starts from and
+/// falls back to).
+[[nodiscard]] inline relabeling identity_relabeling(const rearrangement& r, std::span<const std::uint64_t> bytes,
+                                                    rank_t ranks_per_node) {
+  relabeling out;
+  out.rank_of_batch.resize(r.ranks);
+  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
+  out.max_identity = out.max_relabeled = max_inter_node_volume(r, bytes, ranks_per_node);
+  return out;
+}
+
+/// Takes `sigma` into `out` only when its max volume is strictly below the identity's.
+inline void keep_if_better(relabeling& out, const rearrangement& r, std::span<const std::uint64_t> bytes,
+                           rank_t ranks_per_node, const std::vector<rank_t>& sigma) {
+  const std::uint64_t reached = max_volume_relabeled(r, bytes, ranks_per_node, sigma);
+  if (reached < out.max_identity) {
+    out.rank_of_batch = sigma;
+    out.max_relabeled = reached;
+  }
+}
+
 /// Relabeling reads only ranks: check those (a full slot validation would cost more than the
 /// model itself at d = 2,560).
 inline void check_relabel_input(const rearrangement& r, std::span<const std::uint64_t> bytes, const char* who) {
@@ -664,10 +685,7 @@ struct relabel_workspace {
                                                  rank_t ranks_per_node, const relabel_options& options,
                                                  relabel_workspace* workspace) {
   detail::check_relabel_input(r, item_bytes, "relabel_nodewise");
-  relabeling out;
-  out.rank_of_batch.resize(r.ranks);
-  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
-  out.max_identity = out.max_relabeled = max_inter_node_volume(r, item_bytes, ranks_per_node);
+  relabeling out = detail::identity_relabeling(r, item_bytes, ranks_per_node);
   if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
 
   relabel_workspace local;
@@ -712,11 +730,7 @@ struct relabel_workspace {
     }
     sigma = st.ranks_of_batches(st.max_cost());
   }
-  const std::uint64_t reached = detail::max_volume_relabeled(r, item_bytes, ranks_per_node, sigma);
-  if (reached < out.max_identity) {
-    out.rank_of_batch = sigma;
-    out.max_relabeled = reached;
-  }
+  detail::keep_if_better(out, r, item_bytes, ranks_per_node, sigma);
   return out;
 }
 

@@ -78,4 +78,15 @@ template <batch_cost C>
   return s;
 }
 
+/// Cost state of the units `list` folded in their order, skipping unit `skip` (pass
+/// `~0u` to skip none): a bin's state with or without one of its units.
+template <batch_cost C>
+[[nodiscard]] typename C::state fold_units(const units& u, std::span<const std::uint32_t> list, std::uint32_t skip,
+                                           std::span<const length_t> weights, const C& cost) {
+  typename C::state s = cost.empty();
+  for (const std::uint32_t k : list)
+    if (k != skip) s = unit_state(u, k, weights, cost, s);
+  return s;
+}
+
 }  // namespace mmbal::balance::detail
