@@ -39,10 +39,11 @@ struct wide_key {
 /// levels issue in parallel and the critical path is one min/max per level. `BinOf(key)`
 /// gives a key's bin; keys must be a strict total order (they end in the bin).
 ///
-/// Why hand-written (bench/bench_heap.cpp, bench/RESULTS.md "Heaps and libraries (issue 12)"):
-/// in LPT's pop-min/push pattern it is 2.3–3.4× faster than boost::heap::d_ary_heap<arity<4>>
-/// (pop + push) at 512–16,384 bins, and LPT of 153,600 items into 2,560 bins takes 1.9 ms with
-/// it against 4.6 ms with the Boost heap, same run — above the issue's 1.2× bar.
+/// Why hand-written (bench/bench_heap.cpp, bench/RESULTS.md "Heaps and libraries (issue 12)",
+/// CPU medians, same run, shared 2-core VM): in LPT's take-least/add/put-back pattern it is
+/// 5.3–5.5× faster than boost::heap::d_ary_heap<arity<4>> (pop + push) at 512, 2,560 and
+/// 16,384 bins (0.27 vs 1.41 ms, 1.68 vs 9.24 ms, 13.4 vs 71.0 ms), and LPT of 153,600 items into 2,560 bins
+/// takes 4.3 ms with it against 11.9 ms with the Boost heap — far above the issue's 1.2× bar.
 template <class Key, class BinOf>
 class loser_tree {
  public:
