@@ -8,6 +8,7 @@
 #include <boost/heap/d_ary_heap.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mmbal::balance::detail {
@@ -21,11 +22,14 @@ struct bin_key {
   }
 };
 
-/// `a` comes out of a min-queue after `b` (Boost.Heap's max-heap order for least-first).
-struct after {
-  template <class Key>
-  [[nodiscard]] constexpr bool operator()(const Key& a, const Key& b) const noexcept {
-    return b < a;
+/// Boost.Heap's order for least-first (its heaps are max-heaps): `Less` with its arguments
+/// swapped.
+template <class Less>
+struct reversed {
+  Less less;
+  template <class T>
+  [[nodiscard]] bool operator()(const T& a, const T& b) const {
+    return less(b, a);
   }
 };
 
@@ -34,7 +38,7 @@ struct after {
 /// Replaces the hand-written binary and 4-ary heaps (bench/RESULTS.md "Heaps and libraries
 /// (issue 12)"); the project keeps one hand-written queue, core/detail/loser_tree.hpp.
 template <class Key>
-using min_queue = boost::heap::d_ary_heap<Key, boost::heap::arity<4>, boost::heap::compare<after>>;
+using min_queue = boost::heap::d_ary_heap<Key, boost::heap::arity<4>, boost::heap::compare<reversed<std::less<Key>>>>;
 
 /// A min-queue holding every bin of `bins` at load 0.
 [[nodiscard]] inline min_queue<bin_key> make_bin_queue(rank_t bins) {
@@ -44,13 +48,6 @@ using min_queue = boost::heap::d_ary_heap<Key, boost::heap::arity<4>, boost::hea
   return q;
 }
 
-/// Boost.Heap's order for least-first: `Less` with its arguments swapped.
-template <class Less>
-struct reversed {
-  Less less;
-  [[nodiscard]] bool operator()(rank_t a, rank_t b) const { return less(b, a); }
-};
-
 /// A mutable 4-ary Boost.Heap of bins (the default of `indexed_bin_queue`).
 template <class Compare>
 using mutable_quad_heap =
@@ -59,7 +56,8 @@ using mutable_quad_heap =
 /// A min-queue of bins ordered by `Less(a, b)` on keys kept outside the queue (a strict total
 /// order: keys end in the bin index), with membership, `erase` and `update` after a bin's key
 /// changed (either direction), each O(log d). `Heap<Compare>` is a mutable Boost.Heap of
-/// `rank_t` (bench/bench_heap.cpp also runs it over `boost::heap::fibonacci_heap`).
+/// `rank_t`; `boost::heap::fibonacci_heap` fits too but is slower in this pattern
+/// (bench/RESULTS.md "Heaps and libraries (issue 12)").
 template <class Less, template <class> class Heap = mutable_quad_heap>
 class indexed_bin_queue {
  public:
