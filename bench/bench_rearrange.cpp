@@ -7,9 +7,11 @@
 #include <mmbal/rearrange/composition.hpp>
 #include <mmbal/rearrange/pack.hpp>
 #include <mmbal/rearrange/relabel.hpp>
+
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
+#include "../tests/rearrange/relabel_oracle.hpp"
 
 #include <benchmark/benchmark.h>
 

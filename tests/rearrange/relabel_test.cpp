@@ -1,6 +1,6 @@
 // Node-wise relabeling: never worse than identity, close to the brute-force optimum on small
 // instances, exact search == brute force, loads only permuted.
-#include <mmbal/rearrange/relabel.hpp>
+#include "relabel_oracle.hpp"
 
 #include <catch2/catch.hpp>
 

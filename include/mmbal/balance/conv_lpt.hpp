@@ -4,8 +4,12 @@
 /// cost Σl + λ · b · (max l)², convolution unpadded, attention padded.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/core/detail/loser_tree.hpp>
+#include <mmbal/core/detail/order.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/functions.hpp>
 
@@ -55,7 +59,7 @@ struct conv_lpt {
     const std::uint64_t bound = n == 0 ? 0 : *std::max_element(sums.begin(), sums.end());
 
     // Phase 2: contiguous batches over descending lengths with padded area ≤ B.
-    const std::vector<item_id> order = detail::descending_order(weights);
+    const std::vector<item_id> order = mmbal::detail::descending_order(weights);
     detail::placement_builder out(n, bins);
     std::vector<std::uint64_t> sum(bins, 0);
     std::vector<length_t> longest(bins, 0);
@@ -85,11 +89,12 @@ struct conv_lpt {
       auto key_of = [&](rank_t b) {
         // Cost after adding one more item of length l, minus l (the same for every bin).
         const double m = longest[b];
-        return detail::wide_key::make(
+        return mmbal::detail::wide_key::make(
             static_cast<double>(sum[b]) + lambda * static_cast<double>(out.count(b) + 1) * (m * m), b);
       };
       // All d bins are open and non-empty here; build the heap by pushing in bin order.
-      detail::quad_heap<detail::wide_key> heap(0, detail::wide_key::max());
+      detail::min_queue<mmbal::detail::wide_key> heap;
+      heap.reserve(bins);
       for (rank_t b = 0; b < bins; ++b)
         if (out.count(b) < cap) heap.push(key_of(b));
       for (; next < n; ++next) {
@@ -100,10 +105,8 @@ struct conv_lpt {
         const rank_t b = heap.top().bin;
         out.place(i, b);
         sum[b] += weights[i];
-        if (out.count(b) >= cap)
-          heap.pop();
-        else
-          heap.replace_top(key_of(b));
+        heap.pop();
+        if (out.count(b) < cap) heap.push(key_of(b));
       }
     }
     return std::move(out).finish();

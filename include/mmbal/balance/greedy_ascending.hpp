@@ -3,7 +3,7 @@
 /// DistTrain's intra-batch reordering: greedy number partitioning over ascending sizes.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>

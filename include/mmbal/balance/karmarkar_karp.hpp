@@ -3,7 +3,9 @@
 /// Karmarkar–Karp k-way largest differencing (LDM), unconstrained and equal-count.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 

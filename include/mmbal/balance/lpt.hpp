@@ -5,8 +5,14 @@
 /// `greedy_ascending`.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/count_limits.hpp>
+#include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/least_loaded.hpp>
+#include <mmbal/core/detail/order.hpp>
 #include <mmbal/core/types.hpp>
 
 #include <bit>
@@ -33,7 +39,7 @@ template <batch_cost C>
                                       std::span<const length_t> weights, rank_t bins, const C& cost,
                                       const constraints& limits) {
   placement_builder out(weights.size(), bins);
-  bin_heap heap(bins);
+  min_queue<bin_key> heap = make_bin_queue(bins);
   count_limiter limiter(limits.counts, static_cast<std::uint32_t>(weights.size()), bins);
   const bool has_cap = limits.capacity.has_value();
   const double cap = has_cap ? *limits.capacity : 0.0;
@@ -64,7 +70,8 @@ template <batch_cost C>
         }
         const bin_key top = heap.top();
         u.for_each(k, [&](item_id i) { out.place(i, top.bin); });
-        heap.raise_top(top.load + add);
+        heap.pop();
+        heap.push(bin_key{top.load + add, top.bin});
         for (const bin_key& b : set_aside) heap.push(b);
         set_aside.clear();
       }
@@ -102,7 +109,8 @@ template <batch_cost C>
     limiter.take(out.count(b), size);
     u.for_each(k, [&](item_id i) { out.place(i, b); });
     states[b] = next;
-    heap.raise_top(cost.value(next));
+    heap.pop();
+    heap.push(bin_key{cost.value(next), b});
     for (const bin_key& s : set_aside) heap.push(s);
     set_aside.clear();
   }
@@ -116,9 +124,10 @@ template <batch_cost C>
 ///    number of radix passes) and checks whether every item cost is a non-negative integer.
 /// 2. A stable LSD radix sort on the weight bits only (11 bits per pass, usually 2 passes);
 ///    walking the result backwards yields weight descending, ties by ascending id.
-/// 3. A 4-ary heap of bins. When all item costs are integers whose total stays below 2^53 and
-///    leaves room for the bin index, a key is the single word (load << bin_bits | bin), and
-///    the heap compares plain integers; otherwise keys are `wide_key` (double bits, bin).
+/// 3. Greedy least-loaded placement on a tournament tree of bins (core/detail/least_loaded.hpp,
+///    shared with context's LPT). When all item costs are integers whose total stays below
+///    2^53 and leaves room for the bin index, a key is the single word (load << bin_bits |
+///    bin), and the tree compares plain integers; otherwise keys are `wide_key` (double bits, bin).
 ///    Both orders are exactly (load, bin) with the double sums of the generic engine, so the
 ///    result is identical to it.
 template <additive_cost C>
@@ -138,40 +147,27 @@ template <additive_cost C>
     integral &= (c >= 0) & (c == std::floor(c));
     total += c;
   }
-  sort_packed(keys, any_bits);
-  const int bin_bits = std::bit_width(bins - 1);
+  std::vector<std::uint64_t> spare;
+  mmbal::detail::sort_packed(keys, spare, any_bits);
+  // Walking the sorted words backwards: weight descending, ties by ascending id.
+  auto word = [&](std::size_t k) { return keys[n - 1 - k]; };
+  auto id_of = [](std::uint64_t w) { return static_cast<item_id>(0xffffffffu - static_cast<std::uint32_t>(w)); };
+  auto item_cost = [&](std::size_t k) { return cost.item(static_cast<length_t>(word(k) >> 32)); };
   std::vector<std::uint32_t> counts(bins, 0);
-  auto id_of = [](std::uint64_t key) { return static_cast<item_id>(0xffffffffu - static_cast<std::uint32_t>(key)); };
+  auto place = [&](std::size_t k, rank_t b) { a.where[id_of(word(k))] = location{b, counts[b]++}; };
   // Partial sums of integers below 2^53 are exact, so integer keys order bins exactly as the
   // double loads would.
-  if (integral && total < 0x1p53 && total + 1 < std::ldexp(1.0, 64 - bin_bits)) {
-    const std::uint64_t bin_mask = (std::uint64_t{1} << bin_bits) - 1;
-    struct bin_of_word {
-      std::uint64_t mask;
-      rank_t operator()(std::uint64_t key) const noexcept { return static_cast<rank_t>(key & mask); }
-    };
-    loser_tree<std::uint64_t, bin_of_word> heap(
-        bins, ~std::uint64_t{0}, [](rank_t b) { return std::uint64_t{b}; }, bin_of_word{bin_mask});
-    for (std::size_t k = n; k-- > 0;) {
-      const std::uint64_t key = keys[k];
-      const std::uint64_t top = heap.top();
-      const auto b = static_cast<rank_t>(top & bin_mask);
-      a.where[id_of(key)] = location{b, counts[b]++};
-      const auto add = static_cast<std::uint64_t>(cost.item(static_cast<length_t>(key >> 32)));
-      heap.replace_top(top + (add << bin_bits));
-    }
+  if (integral && total < 0x1p53 && total + 1 < std::ldexp(1.0, 64 - mmbal::detail::bin_bits(bins))) {
+    mmbal::detail::deal_least_loaded_packed(
+        n, bins, [&](std::size_t k) { return static_cast<std::uint64_t>(item_cost(k)); }, place);
     return a;
   }
-  struct bin_of_wide {
-    rank_t operator()(const wide_key& key) const noexcept { return key.bin; }
-  };
-  loser_tree<wide_key, bin_of_wide> heap(bins, wide_key::max(), [](rank_t b) { return wide_key{0, b}; });
-  for (std::size_t k = n; k-- > 0;) {
-    const std::uint64_t key = keys[k];
-    const wide_key top = heap.top();
-    a.where[id_of(key)] = location{top.bin, counts[top.bin]++};
-    heap.replace_top(wide_key::make(top.load() + cost.item(static_cast<length_t>(key >> 32)), top.bin));
-  }
+  mmbal::detail::deal_least_loaded_wide(
+      n, bins,
+      [&](std::size_t k, std::uint64_t bits) {
+        return mmbal::detail::wide_key::make(std::bit_cast<double>(bits) + item_cost(k), 0).bits;
+      },
+      place);
   return a;
 }
 
@@ -188,11 +184,11 @@ template <batch_cost C>
   check_solo_capacity(algorithm, u, weights, cost, limits);
   std::vector<std::uint32_t> order;
   if (u.trivial) {
-    order = descending ? descending_order(weights) : ascending_order(weights);
+    order = descending ? mmbal::detail::descending_order(weights) : mmbal::detail::ascending_order(weights);
   } else {
     const std::vector<std::uint64_t> w = unit_weights(u, weights);
     const std::span<const std::uint64_t> unit_w(w);
-    order = descending ? descending_order(unit_w) : ascending_order(unit_w);
+    order = descending ? mmbal::detail::descending_order(unit_w) : mmbal::detail::ascending_order(unit_w);
   }
   return greedy_place(algorithm, order, u, weights, bins, cost, limits);
 }

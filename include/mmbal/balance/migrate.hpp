@@ -6,7 +6,10 @@
 /// as possible, preferring destinations on the same node.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/count_limits.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/core/concepts.hpp>
@@ -158,10 +161,7 @@ template <batch_cost C>
   std::vector<std::vector<std::uint32_t>> content(bins);
   for (std::uint32_t k = 0; k < u.count; ++k) content[unit_origin[k]].push_back(k);
   auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    state s = cost.empty();
-    for (std::uint32_t k : c)
-      if (k != skip) s = unit_state(u, k, weights, cost, s);
-    return s;
+    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
   };
   std::vector<state> states(bins);
   std::vector<double> load(bins);

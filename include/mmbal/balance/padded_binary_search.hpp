@@ -4,8 +4,11 @@
 /// batch bound over contiguous groups of the ascending lengths.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/order.hpp>
 #include <mmbal/core/types.hpp>
 
 #include <algorithm>
@@ -55,7 +58,7 @@ struct padded_binary_search {
     detail::check_solo_capacity(name, u, weights, cost, limits);
     if (n == 0) return assignment{bins, {}};
     const std::uint64_t cap = limits.counts.kind == count_cap::mode::fixed ? limits.counts.cap : n;
-    const std::vector<item_id> order = detail::ascending_order(weights);
+    const std::vector<item_id> order = mmbal::detail::ascending_order(weights);
 
     // Lengths in that order, contiguous: every probe scans them.
     std::vector<length_t> sorted(n);

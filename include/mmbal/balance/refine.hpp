@@ -5,7 +5,10 @@
 /// maximum strictly drops, never violating a constraint (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/count_limits.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -48,23 +51,6 @@ struct refine_options {
 };
 
 namespace detail {
-
-/// Count bounds of a bin under `count_cap`: [lo, hi].
-struct count_bounds {
-  std::uint64_t lo = 0;
-  std::uint64_t hi = std::numeric_limits<std::uint64_t>::max();
-  [[nodiscard]] bool admits(std::uint64_t count) const noexcept { return count >= lo && count <= hi; }
-};
-
-inline count_bounds make_count_bounds(const count_cap& c, std::uint64_t n, rank_t bins) {
-  count_bounds b;
-  if (c.kind == count_cap::mode::fixed) b.hi = c.cap;
-  if (c.kind == count_cap::mode::equal) {
-    b.lo = n / bins;
-    b.hi = b.lo + (n % bins != 0 ? 1 : 0);
-  }
-  return b;
-}
 
 /// Shared state of one refine run: units, their bins, per-bin counts and the slot keys that
 /// give the final slot order (existing items keep their slot, moved ones are appended in
@@ -274,10 +260,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
     return m;
   };
   auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    state s = cost.empty();
-    for (std::uint32_t k : c)
-      if (k != skip) s = unit_state(u, k, weights, cost, s);
-    return s;
+    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
   };
   std::vector<state> states(bins);
   std::vector<double> load(bins);

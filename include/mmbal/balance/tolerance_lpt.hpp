@@ -4,8 +4,13 @@
 /// Transformer costs whose quadratic term is not negligible (α Σl + β Σl²).
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/detail/common.hpp>
+#include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/count_limits.hpp>
+#include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/units.hpp>
+#include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/order.hpp>
 #include <mmbal/core/types.hpp>
 
 #include <cmath>
@@ -52,8 +57,9 @@ struct tolerance_lpt {
     const detail::units u = detail::make_units(weights.size(), limits.groups);
     detail::check_solo_capacity(name, u, weights, cost, limits);
     const std::vector<std::uint64_t> uw = detail::unit_weights(u, weights);
-    const std::vector<std::uint32_t> order =
-        u.trivial ? detail::descending_order(weights) : detail::descending_order(std::span<const std::uint64_t>(uw));
+    const std::vector<std::uint32_t> order = u.trivial
+                                                 ? mmbal::detail::descending_order(weights)
+                                                 : mmbal::detail::descending_order(std::span<const std::uint64_t>(uw));
 
     detail::count_limiter limiter(limits.counts, static_cast<std::uint32_t>(weights.size()), bins);
     detail::placement_builder out(weights.size(), bins);
@@ -86,8 +92,8 @@ struct tolerance_lpt {
         if (sq[x] != sq[y]) return sq[x] < sq[y];
         return sum[x] != sum[y] ? sum[x] < sum[y] : x < y;
       };
-      detail::indexed_heap<decltype(by_sum)> all(bins, by_sum), outside(bins, by_sum);
-      detail::indexed_heap<decltype(by_sq)> window(bins, by_sq);
+      detail::indexed_bin_queue<decltype(by_sum)> all(bins, by_sum), outside(bins, by_sum);
+      detail::indexed_bin_queue<decltype(by_sq)> window(bins, by_sq);
       for (rank_t b = 0; b < bins; ++b) {
         all.push(b);
         window.push(b);  // every Σl is 0 = min

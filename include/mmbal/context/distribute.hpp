@@ -7,6 +7,8 @@
 /// docs/DESIGN.md §5.4.
 
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/least_loaded.hpp>
+#include <mmbal/core/detail/order.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
@@ -34,82 +36,34 @@ inline void check_block_count(std::size_t blocks) {
   if (blocks > std::numeric_limits<std::uint32_t>::max()) throw_invalid(blocks, " blocks exceed 2^32 - 1");
 }
 
-/// Block indices by descending workload, ties by ascending index. Below 1,024 blocks a
-/// comparison sort; above, a stable LSD radix sort (11-bit digits) on max − w, whose
-/// stability keeps tied blocks in ascending index: the same order, in O(n · passes).
-[[nodiscard]] inline std::vector<std::uint32_t> descending_order(std::span<const std::uint64_t> w) {
-  const auto n = static_cast<std::uint32_t>(w.size());
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  if (n < 1024) {
-    std::sort(order.begin(), order.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return w[a] != w[b] ? w[a] > w[b] : a < b; });
-    return order;
-  }
-  const std::uint64_t top = *std::max_element(w.begin(), w.end());
-  std::uint64_t spread = 0;
-  std::vector<std::uint64_t> key(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    key[i] = top - w[i];
-    spread |= key[i];
-  }
-  constexpr unsigned digit = 11;
-  constexpr std::uint64_t radix = std::uint64_t{1} << digit;
-  std::vector<std::uint32_t> tmp(n);
-  std::vector<std::uint32_t> count(radix);
-  for (unsigned shift = 0; shift < 64 && (spread >> shift) != 0; shift += digit) {
-    std::fill(count.begin(), count.end(), 0u);
-    for (std::uint32_t i : order) ++count[(key[i] >> shift) & (radix - 1)];
-    std::uint32_t sum = 0;
-    for (auto& c : count) {
-      const std::uint32_t x = c;
-      c = sum;
-      sum += x;
-    }
-    for (std::uint32_t i : order) tmp[count[(key[i] >> shift) & (radix - 1)]++] = i;
-    order.swap(tmp);
-  }
-  return order;
-}
-
 }  // namespace detail
 
 /// Workload-balanced distribution (Cornstarch's greedy makespan minimization): blocks in
 /// descending workload (ties: lower block index first) each go to the rank with the least
-/// workload so far (ties: lower rank). O(n · (passes + min(G, log G))): blocks are ordered by a
-/// radix sort (see `detail::descending_order`), loads kept by a linear scan of the G loads
-/// for G <= 32, a binary heap beyond. Guarantee (Graham): max ≤ Σ/G + max block,
-/// and ≤ (4/3 − 1/(3G)) · optimum.
+/// workload so far (ties: lower rank). The library's one LPT core: the block order is
+/// `detail::descending_order` (a radix sort), the placement `detail::deal_least_loaded_*`
+/// (core/detail/least_loaded.hpp, also balance::lpt's), exact u64 loads. O(n · passes +
+/// n log G). Guarantee (Graham): max ≤ Σ/G + max block, and ≤ (4/3 − 1/(3G)) · optimum.
 /// @see Cornstarch §4.3.2, appendix A.
 struct lpt_distributor {
   [[nodiscard]] std::vector<rank_t> operator()(std::span<const std::uint64_t> w, rank_t ranks) const {
     detail::check_ranks(ranks);
     detail::check_block_count(w.size());
-    const auto n = static_cast<std::uint32_t>(w.size());
     const std::vector<std::uint32_t> order = detail::descending_order(w);
-    std::vector<rank_t> out(n);
-    if (ranks <= 32) {
-      std::vector<std::uint64_t> load(ranks, 0);
-      for (std::uint32_t i : order) {
-        rank_t best = 0;
-        for (rank_t r = 1; r < ranks; ++r)
-          if (load[r] < load[best]) best = r;
-        out[i] = best;
-        load[best] += w[i];
-      }
-      return out;
+    std::vector<rank_t> out(w.size());
+    auto add = [&](std::size_t k) { return w[order[k]]; };
+    auto place = [&](std::size_t k, rank_t r) { out[order[k]] = r; };
+    std::uint64_t total = 0;
+    bool wrapped = false;
+    for (const std::uint64_t x : w) {
+      wrapped |= x > std::numeric_limits<std::uint64_t>::max() - total;
+      total += x;
     }
-    // min-heap of (load, rank): the same choice as the linear scan
-    using entry = std::pair<std::uint64_t, rank_t>;
-    std::vector<entry> heap(ranks);
-    for (rank_t r = 0; r < ranks; ++r) heap[r] = {0, r};
-    const auto greater = [](const entry& a, const entry& b) { return a > b; };
-    for (std::uint32_t i : order) {
-      std::pop_heap(heap.begin(), heap.end(), greater);
-      out[i] = heap.back().second;
-      heap.back().first += w[i];
-      std::push_heap(heap.begin(), heap.end(), greater);
-    }
+    if (!wrapped && detail::fits_packed(total, ranks))
+      detail::deal_least_loaded_packed(order.size(), ranks, add, place);
+    else  // loads as plain u64 words beside the rank
+      detail::deal_least_loaded_wide(
+          order.size(), ranks, [&](std::size_t k, std::uint64_t load) { return load + add(k); }, place);
     return out;
   }
 };
