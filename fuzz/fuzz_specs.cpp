@@ -9,7 +9,7 @@
 // the count cap, the capacity and the groups, and its maximum is at least the lower bound.
 #include "fuzz_support.hpp"
 
-#include "../examples/mmbal/constraint_flags.hpp"
+#include "../tools/mmbal/constraint_flags.hpp"
 
 #include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
