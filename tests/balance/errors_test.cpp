@@ -1,6 +1,6 @@
 // Bad parameters give invalid_input errors that name the offending value (docs/DESIGN.md §5.1).
 
-#include <mmbal/balance/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
 
 #include <catch2/catch.hpp>
 

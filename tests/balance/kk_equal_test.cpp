@@ -17,11 +17,11 @@ struct equal_run {
 };
 
 equal_run run_equal(const std::vector<length_t>& w, rank_t d, const std::string& cost_spec) {
-  const cost::any_cost c = cost::parse_cost(cost_spec);
+  const spec::any_cost c = spec::parse_cost(cost_spec);
   balance::constraints limits;
   limits.counts.kind = balance::count_cap::mode::equal;
-  const assignment kk = test::solve_checked(balance::parse_algorithm("kk"), c, w, d, limits);
-  const assignment lpt = test::solve_checked(balance::parse_algorithm("lpt"), c, w, d, limits);
+  const assignment kk = test::solve_checked(spec::parse_algorithm("kk"), c, w, d, limits);
+  const assignment lpt = test::solve_checked(spec::parse_algorithm("lpt"), c, w, d, limits);
   equal_run r;
   r.kk = test::check_run(kk, w, d, c, limits);  // also checks counts ⌊n/d⌋..⌈n/d⌉
   r.lpt = test::check_run(lpt, w, d, c, limits);

@@ -1,6 +1,6 @@
-// compile-fail: partitioner
+// compile-fail: phase_partitioner
 // A would-be partitioner whose call operator returns a partition (no slot order) instead of an
-// assignment. Without MMBAL_COMPILE_FAIL_CONTROL any_partitioner must reject it naming the
+// assignment. Without MMBAL_COMPILE_FAIL_CONTROL phase_balancer must reject it naming the
 // concept; with it (returning an assignment) the file compiles (the control).
 #include <mmbal/orchestrate/policy.hpp>
 
@@ -22,4 +22,4 @@ struct user_partitioner {
   }
 };
 
-int main() { const mmbal::orchestrate::any_partitioner p("mine", user_partitioner{}); }
+int main() { const mmbal::orchestrate::phase_balancer p(user_partitioner{}, mmbal::cost::tokens{}, {false, "mine", {}}); }

@@ -1,6 +1,6 @@
-// compile-fail: partitioner
+// compile-fail: phase_partitioner
 // A would-be partitioner without the call operator p(weights, bins, cost, constraints), handed
-// to the orchestrator's type-erased any_partitioner. Without MMBAL_COMPILE_FAIL_CONTROL the
+// to the orchestrator's type-erased phase_balancer. Without MMBAL_COMPILE_FAIL_CONTROL the
 // construction must be rejected naming the concept; with it the file compiles (the control).
 #include <mmbal/orchestrate/policy.hpp>
 
@@ -21,4 +21,4 @@ struct user_partitioner {
   })
 };
 
-int main() { const mmbal::orchestrate::any_partitioner p("mine", user_partitioner{}); }
+int main() { const mmbal::orchestrate::phase_balancer p(user_partitioner{}, mmbal::cost::tokens{}, {false, "mine", {}}); }

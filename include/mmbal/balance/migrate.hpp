@@ -21,6 +21,7 @@
 #include <queue>
 #include <set>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace mmbal::balance {
@@ -450,5 +451,18 @@ template <batch_cost C>
 [[nodiscard]] migrate_result migrate(const problem& p, const C& cost, const migrate_options& opts) {
   return detail::migrate_impl(p, cost, opts);
 }
+
+/// `migrate` as a `problem_partitioner` (it needs the problem's origins and bytes), so that
+/// the orchestrator runs it like any other partitioner. Named `migrate:eps=<epsilon>`.
+struct migrate_partitioner {
+  migrate_options options{};
+
+  template <batch_cost C>
+  [[nodiscard]] assignment operator()(const problem& p, const C& cost) const {
+    return migrate(p, cost, options).placement;
+  }
+  /// The canonical spec, e.g. `migrate:eps=0.001`.
+  [[nodiscard]] std::string name() const { return mmbal::detail::concat("migrate:eps=", options.epsilon); }
+};
 
 }  // namespace mmbal::balance

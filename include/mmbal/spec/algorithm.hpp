@@ -1,12 +1,13 @@
 #pragma once
 /// @file
-/// Algorithm specs as the `mmbal` tool and the orchestrator take them (docs/DESIGN.md §6) and one
-/// dispatch entry point, `solve`, over every partitioner and every built-in cost.
+/// Algorithm specs as the `mmbal` tool and the Python module take them (docs/DESIGN.md §6): the
+/// one place where a name becomes a partitioner type (`with_partitioner`), the orchestrator's
+/// balancer for a spec (`make_balancer`) and `solve`, one entry point over every built-in
+/// partitioner and cost.
 ///
 /// Specs: `lpt`, `greedy-ascending`, `padded`, `tolerance:v=<Σl units>`, `conv`, `kk`,
 /// `migrate:eps=<fraction>`, each optionally followed by `+refine`.
 
-#include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/conv_lpt.hpp>
 #include <mmbal/balance/greedy_ascending.hpp>
 #include <mmbal/balance/karmarkar_karp.hpp>
@@ -14,12 +15,12 @@
 #include <mmbal/balance/migrate.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/problem.hpp>
-#include <mmbal/balance/refine.hpp>
 #include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
-#include <mmbal/cost/spec.hpp>
-#include <mmbal/detail/spec_parse.hpp>
+#include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/spec/cost.hpp>
+#include <mmbal/spec/parse.hpp>
 
 #include <cmath>
 #include <concepts>
@@ -27,9 +28,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 
-namespace mmbal::balance {
+namespace mmbal::spec {
 
 /// The base algorithms a spec can name.
 enum class algorithm_kind : std::uint8_t {
@@ -48,7 +51,7 @@ struct algorithm_spec {
   algorithm_kind base = algorithm_kind::lpt;
   double tolerance = 0.0;  ///< `tolerance:v=` — window on Σl, in length units (default 0)
   double epsilon =
-      migrate_options{}
+      balance::migrate_options{}
           .epsilon;     ///< `migrate:eps=` — allowed max excess over lpt's max (default as `migrate_options`, 0.1 %)
   bool refine = false;  ///< `+refine` — local search after the base algorithm
   friend bool operator==(const algorithm_spec&, const algorithm_spec&) = default;
@@ -89,12 +92,12 @@ struct algorithm_spec {
   if (plus != std::string_view::npos) {
     const std::string_view suffix = text.substr(plus + 1);
     if (suffix != "refine")
-      mmbal::detail::throw_invalid("algorithm spec '", text, "': unknown suffix '+", suffix,
+      throw_invalid("algorithm spec '", text, "': unknown suffix '+", suffix,
                                    "' (only '+refine' is allowed)");
     out.refine = true;
     base = text.substr(0, plus);
   }
-  const mmbal::detail::parsed_spec s = mmbal::detail::parse_spec(base);
+  const parsed_spec s = parse_spec(base);
   if (s.name == "lpt") {
     s.only({});
     out.base = algorithm_kind::lpt;
@@ -109,7 +112,7 @@ struct algorithm_spec {
     out.base = algorithm_kind::tolerance;
     out.tolerance = s.number("v", 0.0);
     if (out.tolerance < 0)
-      mmbal::detail::throw_invalid("algorithm spec '", text, "': tolerance v = ", out.tolerance, " must be >= 0");
+      throw_invalid("algorithm spec '", text, "': tolerance v = ", out.tolerance, " must be >= 0");
   } else if (s.name == "conv") {
     s.only({});
     out.base = algorithm_kind::conv;
@@ -121,9 +124,9 @@ struct algorithm_spec {
     out.base = algorithm_kind::migrate;
     out.epsilon = s.number("eps", out.epsilon);
     if (out.epsilon < 0)
-      mmbal::detail::throw_invalid("algorithm spec '", text, "': migrate eps = ", out.epsilon, " must be >= 0");
+      throw_invalid("algorithm spec '", text, "': migrate eps = ", out.epsilon, " must be >= 0");
   } else {
-    mmbal::detail::throw_invalid("unknown algorithm '", s.name, "' in spec '", text,
+    throw_invalid("unknown algorithm '", s.name, "' in spec '", text,
                                  "' (expected lpt, greedy-ascending, padded, tolerance:v=.., conv, kk or "
                                  "migrate:eps=.., optionally followed by +refine)");
   }
@@ -142,77 +145,82 @@ struct algorithm_spec {
 
 namespace detail {
 
-/// Checks a problem's spans against each other and the bin count.
-inline void check_problem_spans(const problem& p) {
-  if (p.bins == 0) mmbal::detail::throw_invalid("balance: bins = 0 (need at least one bin)");
-  checked_count(p.weights.size(), "item count");
-  if (!p.origin.empty()) {
-    if (p.origin.size() != p.weights.size())
-      mmbal::detail::throw_invalid("balance: origin has ", p.origin.size(), " entries but there are ", p.weights.size(),
-                                   " items");
-    for (std::size_t i = 0; i < p.origin.size(); ++i)
-      if (p.origin[i] >= p.bins)
-        mmbal::detail::throw_invalid("balance: origin of item ", i, " is rank ", p.origin[i], " >= bins ", p.bins);
+/// Stands in for an algorithm that cannot run with a cost (`padded` with `tokens`, ...): a
+/// partitioner for every cost that throws `invalid_input` with the reason when called, so a
+/// policy for a phase a workload lacks never fails (as the tool's flags need).
+struct unsupported_pairing {
+  std::string reason;
+  template <batch_cost C>
+  [[noreturn]] assignment operator()(std::span<const length_t>, rank_t, const C&, const balance::constraints&) const {
+    throw_invalid(reason);
   }
-  if (!p.bytes.empty() && p.bytes.size() != p.weights.size())
-    mmbal::detail::throw_invalid("balance: bytes has ", p.bytes.size(), " entries but there are ", p.weights.size(),
-                                 " items");
-}
+};
 
-/// Throws `invalid_input`: algorithm `s` cannot run with cost `c`.
+/// `unsupported_pairing` for algorithm `s` with cost `c`.
 template <class C>
-[[noreturn]] void reject_cost(const algorithm_spec& s, const C& c, const char* needs) {
-  mmbal::detail::throw_invalid("algorithm '", algorithm_name(s.base), "' needs ", needs, "; cost '",
-                               cost::to_spec(cost::any_cost{c}), "' is not one");
-}
-
-/// Runs the base algorithm of `s` with cost `c`.
-template <batch_cost C>
-[[nodiscard]] assignment solve_base(const algorithm_spec& s, const C& c, const problem& p) {
-  switch (s.base) {
-    case algorithm_kind::lpt:
-      return lpt{}(p.weights, p.bins, c, p.limits);
-    case algorithm_kind::greedy_ascending:
-      return greedy_ascending{}(p.weights, p.bins, c, p.limits);
-    case algorithm_kind::tolerance:
-      return tolerance_lpt{s.tolerance}(p.weights, p.bins, c, p.limits);
-    case algorithm_kind::padded:
-      if constexpr (padded_cost<C>)
-        return padded_binary_search{}(p.weights, p.bins, c, p.limits);
-      else
-        reject_cost(s, c, "a padded cost (padded or padded-attention)");
-    case algorithm_kind::conv:
-      if constexpr (std::same_as<C, cost::conv_attention>)
-        return conv_lpt{}(p.weights, p.bins, c, p.limits);
-      else
-        reject_cost(s, c, "the conv cost (conv:lambda=..)");
-    case algorithm_kind::kk:
-      if constexpr (additive_cost<C>)
-        return karmarkar_karp{}(p.weights, p.bins, c, p.limits);
-      else
-        reject_cost(s, c, "an additive cost (tokens, attention, fitted or flops)");
-    case algorithm_kind::migrate:
-      return migrate(p, c, migrate_options{s.epsilon}).placement;
-  }
-  mmbal::detail::throw_invalid("algorithm kind ", static_cast<int>(s.base), " is unknown");
+[[nodiscard]] unsupported_pairing reject_cost(const algorithm_spec& s, const C& c, const char* needs) {
+  return {mmbal::detail::concat("algorithm '", algorithm_name(s.base), "' needs ", needs, "; cost '", c.name(),
+                                "' is not one")};
 }
 
 }  // namespace detail
 
-/// Validates the problem, runs the base algorithm of `spec` with `cost`, then `refine` (default
-/// `refine_options`) when `spec.refine`. `migrate` needs `p.origin` (and uses `p.bytes`,
-/// `p.ranks_per_node`); the others ignore those fields. Deterministic: the same arguments give the same assignment on
-/// every rank. Throws `invalid_input` for bad problems (bins = 0, mismatched spans, infeasible or unsupported
-/// constraints, a cost the algorithm cannot handle), naming the offending value.
-[[nodiscard]] inline assignment solve(const algorithm_spec& spec, const cost::any_cost& cost, const problem& p) {
-  detail::check_problem_spans(p);
+/// Calls `f(partitioner, cost)` with the built-in partitioner `spec` names (without `+refine`)
+/// and the concrete cost of `cost`: the one place where an algorithm name becomes a type.
+/// Returns what `f` returns. When the algorithm cannot run with the cost (`padded` needs a
+/// padded cost, `conv` the conv cost, `kk` an additive cost) the partitioner is a
+/// `detail::unsupported_pairing`, which throws `invalid_input` saying so when called.
+template <class F>
+decltype(auto) with_partitioner(const algorithm_spec& spec, const any_cost& cost, F&& f) {
   return std::visit(
-      [&](const auto& c) {
-        assignment a = detail::solve_base(spec, c, p);
-        if (spec.refine) a = refine(a, p.weights, c, p.limits);
-        return a;
+      [&](const auto& c) -> decltype(auto) {
+        using C = std::decay_t<decltype(c)>;
+        switch (spec.base) {
+          case algorithm_kind::lpt:
+            return f(balance::lpt{}, c);
+          case algorithm_kind::greedy_ascending:
+            return f(balance::greedy_ascending{}, c);
+          case algorithm_kind::tolerance:
+            return f(balance::tolerance_lpt{spec.tolerance}, c);
+          case algorithm_kind::padded:
+            if constexpr (padded_cost<C>)
+              return f(balance::padded_binary_search{}, c);
+            else
+              return f(detail::reject_cost(spec, c, "a padded cost (padded or padded-attention)"), c);
+          case algorithm_kind::conv:
+            if constexpr (std::same_as<C, cost::conv_attention>)
+              return f(balance::conv_lpt{}, c);
+            else
+              return f(detail::reject_cost(spec, c, "the conv cost (conv:lambda=..)"), c);
+          case algorithm_kind::kk:
+            if constexpr (additive_cost<C>)
+              return f(balance::karmarkar_karp{}, c);
+            else
+              return f(detail::reject_cost(spec, c, "an additive cost (tokens, attention, fitted or flops)"), c);
+          case algorithm_kind::migrate:
+            return f(balance::migrate_partitioner{balance::migrate_options{spec.epsilon}}, c);
+        }
+        throw_invalid("algorithm kind ", static_cast<int>(spec.base), " is unknown");
       },
       cost);
 }
 
-}  // namespace mmbal::balance
+/// The orchestrator's balancer for `spec` under `cost`, named by their canonical specs.
+[[nodiscard]] inline orchestrate::phase_balancer make_balancer(const algorithm_spec& spec, const any_cost& cost) {
+  return with_partitioner(spec, cost, [&](auto partitioner, const auto& c) {
+    return orchestrate::phase_balancer(std::move(partitioner), c, {spec.refine, to_spec(spec), {}});
+  });
+}
+
+/// Validates the problem (`balance::check_problem_spans`), runs the base algorithm of `spec`
+/// with `cost`, then `refine` (default `refine_options`) when `spec.refine`. `migrate` needs
+/// `p.origin` (and uses `p.bytes`, `p.ranks_per_node`); the others ignore those fields.
+/// Deterministic: the same arguments give the same assignment on every rank. Throws
+/// `invalid_input` for bad problems (bins = 0, mismatched spans, infeasible or unsupported
+/// constraints, a cost the algorithm cannot handle), naming the offending value.
+[[nodiscard]] inline assignment solve(const algorithm_spec& spec, const any_cost& cost, const balance::problem& p) {
+  balance::check_problem_spans(p);
+  return make_balancer(spec, cost).balance(p);
+}
+
+}  // namespace mmbal::spec
