@@ -8,9 +8,9 @@
 // same loop iteration (alternating), so machine load affects both alike.
 #include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/balance/lpt.hpp>
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>

@@ -4,10 +4,10 @@
 // (d) omni, and the real files: InternVL-Chat-1.2 token counts (OmniBal) and LibriSpeech
 // utterances as Whisper encoder frames (50 per second). Cost: tokens (Σ l). One iteration
 // per benchmark; every number is a counter (a ratio ≥ 1; 1 = optimal).
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>

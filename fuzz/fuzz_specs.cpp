@@ -11,8 +11,8 @@
 
 #include "../tools/mmbal/constraint_flags.hpp"
 
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/spec/cost.hpp>
 
 #include <CLI/CLI.hpp>
@@ -73,8 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::optional<spec::algorithm_spec> algorithm;
   if (fuzz::accepts([&] { algorithm = spec::parse_algorithm(algorithm_text); }))
-    fuzz::require(spec::parse_algorithm(spec::to_spec(*algorithm)) == *algorithm,
-                  "parse_algorithm(to_spec(a)) == a");
+    fuzz::require(spec::parse_algorithm(spec::to_spec(*algorithm)) == *algorithm, "parse_algorithm(to_spec(a)) == a");
   std::optional<balance::count_cap> cap;
   fuzz::accepts([&] { cap = tool::parse_count_cap(cap_text); });
   std::optional<double> capacity;

@@ -13,8 +13,8 @@
 // a report is inconsistent.
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/lpt.hpp>
-#include <mmbal/cost/batch_stats.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/batch_stats.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/workload/generators.hpp>

@@ -722,7 +722,8 @@ struct py_orchestrator {
                   py::handle bytes_per_token, bool relabel)
       : core(make(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)) {}
 
-  std::shared_ptr<mmbal::orchestrate::plan_workspace> workspace = std::make_shared<mmbal::orchestrate::plan_workspace>();
+  std::shared_ptr<mmbal::orchestrate::plan_workspace> workspace =
+      std::make_shared<mmbal::orchestrate::plan_workspace>();
   std::shared_ptr<std::mutex> workspace_mutex = std::make_shared<std::mutex>();
 
   [[nodiscard]] py_orchestration plan(std::shared_ptr<const py_workload> w) {

@@ -3,9 +3,9 @@
 // invariant checks on seeded random instances, with independent reference implementations
 // of the greedy rules and a brute-force optimum for tiny inputs.
 
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/spec/cost.hpp>
 
 #include <catch2/catch.hpp>

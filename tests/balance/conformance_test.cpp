@@ -11,6 +11,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 using mmbal::test::algorithm_under_test;
 
 namespace {

@@ -11,6 +11,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 namespace {
 

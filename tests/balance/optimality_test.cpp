@@ -8,6 +8,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 namespace {
 

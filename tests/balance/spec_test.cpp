@@ -1,5 +1,5 @@
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +8,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 TEST_CASE("spec: parse and print round-trip", "[balance][spec]") {
   for (const char* text : {"lpt", "greedy-ascending", "padded", "tolerance:v=12.5", "conv", "kk", "migrate:eps=0.01",

@@ -22,4 +22,6 @@ struct user_partitioner {
   }
 };
 
-int main() { const mmbal::orchestrate::phase_balancer p(user_partitioner{}, mmbal::cost::tokens{}, {false, "mine", {}}); }
+int main() {
+  const mmbal::orchestrate::phase_balancer p(user_partitioner{}, mmbal::cost::tokens{}, {false, "mine", {}});
+}

@@ -1,12 +1,12 @@
 // The fitted cost model (cost/fit.hpp): NNLS against brute force, exact recovery, held-out
 // accuracy under noise, the heaviest-rank initialisation, the online window, the trigger and
 // bad input; and the fitted cost balancing through balance::solve.
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/spec/cost.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>

@@ -13,11 +13,11 @@
 // cf7e16c (before the design work): identical.
 #include "support.hpp"
 
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/core/rng.hpp>
-#include <mmbal/spec/cost.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>

@@ -2,9 +2,9 @@
 // Shared by the orchestrator tests: workloads, and the reference checks that recompute a
 // phase's report from the workload and the returned rearrangement with simple code.
 #include <mmbal/orchestrate/orchestrator.hpp>
-#include <mmbal/spec/policy.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/pack.hpp>
+#include <mmbal/spec/policy.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 

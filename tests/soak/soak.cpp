@@ -13,11 +13,11 @@
 // Usage: mmbal_soak [instances per algorithm and transport, default 100000] [seed, default 1]
 #include "transport/random_plans.hpp"
 
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/spec/cost.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/transport/concepts.hpp>
 #include <mmbal/transport/loopback.hpp>
 #ifdef MMBAL_SOAK_MPI

@@ -1,7 +1,7 @@
 // `mmbal balance`: balance one phase of a workload file over D ranks (docs/DESIGN.md §6).
 #include <mmbal/balance/micro_batches.hpp>
-#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/jsonl.hpp>
 

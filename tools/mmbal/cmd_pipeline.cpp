@@ -15,8 +15,8 @@
 //   the throughput), `trainable` (default true); backward = 0, 1 or 2 × forward by Cornstarch's
 //   rule, +1 × with "recompute": true. Samples stay on their rank; each rank's samples are
 //   split into M micro-batches by the existing split (LPT with --cost on LLM lengths).
-#include <mmbal/spec/cost.hpp>
 #include <mmbal/pipeline/pipeline.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"

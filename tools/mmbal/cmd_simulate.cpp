@@ -77,7 +77,8 @@ mmbal::orchestrate::phase_policy simulate_policy(const std::string& phase) {
     // Frames are encoded one by one: attention spans one frame (784 patches = 196 LLM tokens
     // × 4), so a clip of L patches costs (α + 784 β) · L — linear in its length.
     const mmbal::cost::flops f{model(2048, 8192, 16, 16, 36, false, false)};
-    return {phase_balancer(lpt, mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0})};
+    return {
+        phase_balancer(lpt, mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0})};
   }
   return {phase_balancer(lpt, mmbal::cost::flops{model(2048, 8192, 16, 16, 36, false, false)})};
 }
@@ -225,8 +226,8 @@ int run_simulate(const simulate_state& s) {
               << r.algorithm << '\n';
     std::cout << "                          before        after\n";
     std::cout << "  imbalance (max/mean) " << std::setprecision(3) << std::setw(9) << r.imbalance_before
-              << std::setw(13) << r.imbalance_after << "   (lower bound / mean "
-              << ratio(r.lower_bound, r.mean) << ")\n";
+              << std::setw(13) << r.imbalance_after << "   (lower bound / mean " << ratio(r.lower_bound, r.mean)
+              << ")\n";
     std::cout << "  step time (ms)       " << std::setprecision(2) << std::setw(9) << t.before_ms << std::setw(13)
               << t.after_ms << "   speed-up " << std::setprecision(2) << ratio(t.before_ms, t.after_ms) << "x\n";
     std::cout << "  traffic: " << r.moved_items << " items moved, " << human_bytes(r.moved_bytes) << " ("

@@ -133,7 +133,7 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 /// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
 template <batch_cost C, class P = lpt>
-  requires partitioner<P, C>
+requires partitioner<P, C>
 [[nodiscard]] micro_batch_plan split_micro_batches(std::span<const length_t> weights, rank_t ranks,
                                                    std::uint32_t micro_batches, const C& cost, const P& part = {}) {
   detail::check_micro_batches("split_micro_batches", ranks, micro_batches);
@@ -181,7 +181,7 @@ template <batch_cost C, class P = lpt>
 /// - Errors (`invalid_input`): micro_batches = 0, `p.bins` = 0, sizes that differ.
 /// @see docs/DESIGN.md §5.1 `split_micro_batches(partition, m)`.
 template <batch_cost C, class P = lpt>
-  requires partitioner<P, C>
+requires partitioner<P, C>
 [[nodiscard]] micro_batch_plan split_micro_batches(const partition& p, std::span<const length_t> weights,
                                                    std::uint32_t micro_batches, const C& cost, const P& part = {}) {
   detail::check_micro_batches("split_micro_batches", p.bins, micro_batches);

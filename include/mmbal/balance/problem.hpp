@@ -36,7 +36,7 @@ concept problem_partitioner = batch_cost<C> && requires(const P& p, const proble
 /// Runs `part` on `prob` with `cost`: a `problem_partitioner` gets the whole problem, a
 /// `partitioner` its weights, bins and constraints. The partitioner's cost and errors.
 template <class P, batch_cost C>
-  requires partitioner<P, C> || problem_partitioner<P, C>
+requires partitioner<P, C> || problem_partitioner<P, C>
 [[nodiscard]] assignment partition_problem(const P& part, const problem& prob, const C& cost) {
   if constexpr (problem_partitioner<P, C>)
     return part(prob, cost);

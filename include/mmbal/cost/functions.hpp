@@ -78,9 +78,7 @@ class padded_attention : public stats_cost_base {
   }
   [[nodiscard]] double alpha() const noexcept { return alpha_; }
   [[nodiscard]] double beta() const noexcept { return beta_; }
-  [[nodiscard]] std::string name() const {
-    return detail::concat("padded-attention:alpha=", alpha_, ",beta=", beta_);
-  }
+  [[nodiscard]] std::string name() const { return detail::concat("padded-attention:alpha=", alpha_, ",beta=", beta_); }
 
  private:
   double alpha_, beta_;

@@ -69,8 +69,8 @@ struct phase_report {
   double max_before = 0;
   double max_after = 0;
   double mean_before = 0;
-  double mean = 0;         ///< mean of `loads_after` (differs from mean_before for non-additive costs)
-  double lower_bound = 0;  ///< `lower_bound` (or `equal_count_lower_bound` under equal counts)
+  double mean = 0;              ///< mean of `loads_after` (differs from mean_before for non-additive costs)
+  double lower_bound = 0;       ///< `lower_bound` (or `equal_count_lower_bound` under equal counts)
   double imbalance_before = 1;  ///< max_before / mean_before (1 when the mean is 0)
   double imbalance_after = 1;   ///< max_after / mean (1 when the mean is 0)
   std::uint64_t moved_items = 0;

@@ -41,7 +41,8 @@ namespace mmbal::orchestrate {
 template <class T>
 concept self_named = requires(const T& t) {
   { t.name() } -> std::convertible_to<std::string>;
-} || requires {
+}
+|| requires {
   { T::name } -> std::convertible_to<std::string_view>;
 };
 
@@ -57,8 +58,8 @@ template <self_named T>
 /// What a phase's balancer can run: a copyable `balance::partitioner` for cost `C`, or a
 /// `balance::problem_partitioner` (one that needs origins and bytes, as `migrate` does).
 template <class P, class C>
-concept phase_partitioner =
-    batch_cost<C> && std::copy_constructible<P> && (balance::partitioner<P, C> || balance::problem_partitioner<P, C>);
+concept phase_partitioner = batch_cost<C> && std::copy_constructible<P> &&
+    (balance::partitioner<P, C> || balance::problem_partitioner<P, C>);
 
 namespace detail {
 /// Built-in partitioners, whose results the tests check; a user's are validated per call.
@@ -115,8 +116,7 @@ struct phase_loads {
 class phase_balancer {
  public:
   template <class P, batch_cost C>
-    requires phase_partitioner<P, C>
-  phase_balancer(P partitioner, C cost, balancer_options options = {})
+  requires phase_partitioner<P, C> phase_balancer(P partitioner, C cost, balancer_options options = {})
       : name_(std::move(options.algorithm_name)), cost_name_(std::move(options.cost_name)) {
     auto typed_model = std::make_shared<const typed<P, C>>(std::move(partitioner), std::move(cost), options.refine);
     if constexpr (self_named<P>) {
@@ -220,10 +220,11 @@ inline constexpr double default_llm_beta = 1.54e-5;
 ///
 /// | phase            | cost                          | partitioner            | why |
 /// |---|---|---|---|
-/// | `llm`            | `attention{1, 1.54e-5}`       | `lpt`                  | full interleaved length, no padding, quadratic attention term |
-/// | `image`, `video` | `tokens`                      | `lpt`                  | ViT patches batched along the sequence, no padding |
-/// | `audio`          | `padded`                      | `padded_binary_search` | Whisper batches clips with padding (OrchMLLM Alg. 2) |
-/// | any other        | `tokens`                      | `lpt`                  | unknown encoder: unpadded |
+/// | `llm`            | `attention{1, 1.54e-5}`       | `lpt`                  | full interleaved length, no padding,
+/// quadratic attention term | | `image`, `video` | `tokens`                      | `lpt`                  | ViT patches
+/// batched along the sequence, no padding | | `audio`          | `padded`                      | `padded_binary_search`
+/// | Whisper batches clips with padding (OrchMLLM Alg. 2) | | any other        | `tokens`                      | `lpt`
+/// | unknown encoder: unpadded |
 ///
 /// No constraints by default. @see OrchMLLM §8 "Input preprocessing", Alg. 1, Alg. 2.
 [[nodiscard]] inline phase_policy default_policy(std::string_view phase) {

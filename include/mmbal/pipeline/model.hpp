@@ -34,7 +34,7 @@ struct pipeline_module {
   std::string name;
   module_kind kind = module_kind::llm;
   std::string phase = "llm";
-  double share = 1.0;  ///< e.g. 8 of 32 LLM layers: 0.25; also scales cost units to seconds
+  double share = 1.0;           ///< e.g. 8 of 32 LLM layers: 0.25; also scales cost units to seconds
   cost::any_batch_cost cost{};  ///< any `batch_cost` (default `tokens`)
   bool trainable = true;
 };
@@ -140,7 +140,7 @@ inline double phase_cost(const cost::any_batch_cost& c, const workload& w, std::
 /// aligned by cost). Result [rank][micro-batch] = sample indices in slot order.
 /// O(n log n + d·m log m). Errors: as `split_micro_batches`; a sample's rank ≥ ranks.
 template <batch_cost C, class P = balance::lpt>
-  requires balance::partitioner<P, C>
+requires balance::partitioner<P, C>
 [[nodiscard]] std::vector<std::vector<std::vector<std::uint32_t>>> rank_micro_batches(const workload& w, rank_t ranks,
                                                                                       std::uint32_t micro_batches,
                                                                                       const C& split_cost,

@@ -92,8 +92,7 @@ struct algorithm_spec {
   if (plus != std::string_view::npos) {
     const std::string_view suffix = text.substr(plus + 1);
     if (suffix != "refine")
-      throw_invalid("algorithm spec '", text, "': unknown suffix '+", suffix,
-                                   "' (only '+refine' is allowed)");
+      throw_invalid("algorithm spec '", text, "': unknown suffix '+", suffix, "' (only '+refine' is allowed)");
     out.refine = true;
     base = text.substr(0, plus);
   }
@@ -111,8 +110,7 @@ struct algorithm_spec {
     s.only({"v"});
     out.base = algorithm_kind::tolerance;
     out.tolerance = s.number("v", 0.0);
-    if (out.tolerance < 0)
-      throw_invalid("algorithm spec '", text, "': tolerance v = ", out.tolerance, " must be >= 0");
+    if (out.tolerance < 0) throw_invalid("algorithm spec '", text, "': tolerance v = ", out.tolerance, " must be >= 0");
   } else if (s.name == "conv") {
     s.only({});
     out.base = algorithm_kind::conv;
@@ -123,12 +121,11 @@ struct algorithm_spec {
     s.only({"eps"});
     out.base = algorithm_kind::migrate;
     out.epsilon = s.number("eps", out.epsilon);
-    if (out.epsilon < 0)
-      throw_invalid("algorithm spec '", text, "': migrate eps = ", out.epsilon, " must be >= 0");
+    if (out.epsilon < 0) throw_invalid("algorithm spec '", text, "': migrate eps = ", out.epsilon, " must be >= 0");
   } else {
     throw_invalid("unknown algorithm '", s.name, "' in spec '", text,
-                                 "' (expected lpt, greedy-ascending, padded, tolerance:v=.., conv, kk or "
-                                 "migrate:eps=.., optionally followed by +refine)");
+                  "' (expected lpt, greedy-ascending, padded, tolerance:v=.., conv, kk or "
+                  "migrate:eps=.., optionally followed by +refine)");
   }
   return out;
 }

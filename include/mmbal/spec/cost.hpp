@@ -16,7 +16,8 @@ namespace mmbal::spec {
 
 /// Any built-in cost, as a spec names it; dispatch with `std::visit`. The library itself never
 /// holds one: it takes any `batch_cost` (the orchestrator through `phase_balancer`).
-using any_cost = std::variant<cost::tokens, cost::padded, cost::attention, cost::padded_attention, cost::conv_attention, cost::fitted, cost::flops>;
+using any_cost = std::variant<cost::tokens, cost::padded, cost::attention, cost::padded_attention, cost::conv_attention,
+                              cost::fitted, cost::flops>;
 
 /// Parses a cost spec. Throws `invalid_input` naming the spec on an unknown name, an unknown
 /// parameter or a bad value.
@@ -60,7 +61,7 @@ using any_cost = std::variant<cost::tokens, cost::padded, cost::attention, cost:
     return cost::flops{m};
   }
   throw_invalid("unknown cost spec '", text,
-                        "' (expected tokens, padded, attention, padded-attention, conv, fitted or flops)");
+                "' (expected tokens, padded, attention, padded-attention, conv, fitted or flops)");
 }
 
 /// The canonical spec of a cost: its `name()` (parameters printed with full precision);
