@@ -59,7 +59,7 @@ struct snake {
 // A user's cost: Σ l + overhead per sample. `name()` is what reports and fingerprints show.
 struct step_time {
   double overhead = 64;
-  using state = mmbal::cost::batch_stats;
+  using state = mmbal::batch_stats;
   [[nodiscard]] state empty() const { return {}; }
   [[nodiscard]] state add(const state& s, mmbal::length_t l) const { return s.plus(l); }
   [[nodiscard]] double value(const state& s) const {

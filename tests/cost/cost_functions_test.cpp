@@ -14,6 +14,7 @@
 namespace {
 using mmbal::length_t;
 namespace cost = mmbal::cost;
+namespace spec = mmbal::spec;
 
 struct direct {
   double sum = 0, sum_sq = 0, max = 0, count = 0;
@@ -134,10 +135,10 @@ TEST_CASE("cost parameters are validated") {
 }
 
 TEST_CASE("cost specs parse, print and reject bad input") {
-  for (const char* spec :
+  for (const char* text :
        {"tokens", "padded", "attention:alpha=1,beta=0.0001", "padded-attention:alpha=2,beta=0.5", "conv:lambda=0.25",
         "fitted:x=1e-05,y=2,z=3", "flops:hidden=1024,ffn=4096,heads=16,kv_heads=4,layers=2"}) {
-    const auto c = spec::parse_cost(spec);
+    const auto c = spec::parse_cost(text);
     const auto again = spec::parse_cost(spec::to_spec(c));
     CHECK(c.index() == again.index());
     CHECK(spec::to_spec(again) == spec::to_spec(c));
