@@ -1,6 +1,6 @@
 // Fuzz target: every spec parser the tool uses — cost (`--cost`), algorithm (`--algorithm`),
 // count cap (`--count-cap`) and capacity (`--capacity`, parsed by CLI11 as the tool does) —
-// and `balance::solve` on a small problem with what they accepted.
+// and `spec::solve` on a small problem with what they accepted.
 //
 // Input: four lines (cost, algorithm, count cap, capacity; an empty capacity line = none),
 // then bytes: bins (1..8), items (0..31), and per item a u16 weight, an origin byte and a

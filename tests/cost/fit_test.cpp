@@ -1,6 +1,6 @@
 // The fitted cost model (cost/fit.hpp): NNLS against brute force, exact recovery, held-out
 // accuracy under noise, the heaviest-rank initialisation, the online window, the trigger and
-// bad input; and the fitted cost balancing through balance::solve.
+// bad input; and the fitted cost balancing through spec::solve.
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -354,7 +354,7 @@ TEST_CASE("bad input throws invalid_input naming the step and field") {
   CHECK(one.error.max < 1e-9);
 }
 
-TEST_CASE("the fitted model is a cost like any other: spec round trip, balance::solve") {
+TEST_CASE("the fitted model is a cost like any other: spec round trip, spec::solve") {
   const auto steps = synthetic_steps(51, 100, 64, true_x, true_y, true_z, 0.02);
   const fitted model = mmbal::cost::fit_cost(steps).model;
   const mmbal::spec::any_cost as_any = model;
