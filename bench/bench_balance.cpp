@@ -8,9 +8,9 @@
 // same loop iteration (alternating), so machine load affects both alike.
 #include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/balance/lpt.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -159,11 +159,11 @@ BENCHMARK(BM_kk)->Arg(0)->Arg(1)->ArgName("equal")->Unit(benchmark::kMillisecond
 /// `+refine` overhead through `solve` at the LPT goal scale.
 void BM_solve(benchmark::State& state, const char* spec) {
   const auto& w = omni_lengths(lpt_items);
-  const balance::algorithm_spec s = balance::parse_algorithm(spec);
-  const cost::any_cost c = cost::tokens{};
-  for (auto _ : state) benchmark::DoNotOptimize(balance::solve(s, c, balance::problem{w, lpt_bins}));
+  const spec::algorithm_spec s = spec::parse_algorithm(spec);
+  const spec::any_cost c = cost::tokens{};
+  for (auto _ : state) benchmark::DoNotOptimize(spec::solve(s, c, balance::problem{w, lpt_bins}));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * w.size()));
-  const assignment a = balance::solve(s, c, balance::problem{w, lpt_bins});
+  const assignment a = spec::solve(s, c, balance::problem{w, lpt_bins});
   const auto loads = bin_loads(a, w, cost::tokens{});
   state.counters["max_over_lb"] = *std::max_element(loads.begin(), loads.end()) /
                                   lower_bound(std::span<const length_t>(w), lpt_bins, cost::tokens{});

@@ -4,11 +4,11 @@
 // (d) omni, and the real files: InternVL-Chat-1.2 token counts (OmniBal) and LibriSpeech
 // utterances as Whisper encoder frames (50 per second). Cost: tokens (Σ l). One iteration
 // per benchmark; every number is a counter (a ratio ≥ 1; 1 = optimal).
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -73,16 +73,16 @@ void BM_quality(benchmark::State& state) {
   for (std::size_t i = 0; i < w.size(); ++i) origin[i] = static_cast<rank_t>(i % d);
   for (auto _ : state) {
     for (const char* spec : {"lpt", "lpt+refine", "greedy-ascending", "tolerance:v=64", "kk", "kk+refine"}) {
-      const assignment a = balance::solve(balance::parse_algorithm(spec), c, balance::problem{w, d});
+      const assignment a = spec::solve(spec::parse_algorithm(spec), c, balance::problem{w, d});
       state.counters[spec] = max_of(bin_loads(a, w, c)) / lb;
     }
     for (const char* spec : {"lpt", "lpt+refine", "kk", "kk+refine"}) {
-      const assignment a = balance::solve(balance::parse_algorithm(spec), c, balance::problem{w, d, equal});
+      const assignment a = spec::solve(spec::parse_algorithm(spec), c, balance::problem{w, d, equal});
       state.counters[std::string("eq_") + spec] = max_of(bin_loads(a, w, c)) / eq_lb;
     }
     balance::problem p{w, d};
     p.origin = origin;
-    const assignment m = balance::solve(balance::parse_algorithm("migrate:eps=0.001"), c, p);
+    const assignment m = spec::solve(spec::parse_algorithm("migrate:eps=0.001"), c, p);
     state.counters["migrate"] = max_of(bin_loads(m, w, c)) / lb;
   }
   state.SetLabel(std::string(dataset_name(id)) + " d=" + std::to_string(d) + " n=" + std::to_string(w.size()));
@@ -107,7 +107,7 @@ void BM_equal_count_omni(benchmark::State& state) {
   o.ranks = d;
   o.seed = static_cast<std::uint64_t>(state.range(3));
   const std::vector<length_t> w = phase_items_of(generate(family::omni, o, default_length_data()), "llm").weights;
-  const cost::any_cost c = cost::parse_cost(cost_spec);
+  const spec::any_cost c = spec::parse_cost(cost_spec);
   balance::constraints equal;
   equal.counts.kind = balance::count_cap::mode::equal;
   for (auto _ : state) {
@@ -115,7 +115,7 @@ void BM_equal_count_omni(benchmark::State& state) {
         [&](const auto& cc) {
           const double eq_lb = equal_count_lower_bound(std::span<const length_t>(w), d, cc);
           for (const char* spec : {"lpt", "lpt+refine", "kk", "kk+refine"}) {
-            const assignment a = balance::solve(balance::parse_algorithm(spec), c, balance::problem{w, d, equal});
+            const assignment a = spec::solve(spec::parse_algorithm(spec), c, balance::problem{w, d, equal});
             state.counters[std::string("eq_") + spec] = max_of(bin_loads(a, w, cc)) / eq_lb;
           }
         },
@@ -142,11 +142,11 @@ void BM_equal_count_time(benchmark::State& state) {
   o.ranks = d;
   o.seed = 1;
   const std::vector<length_t> w = phase_items_of(generate(family::omni, o, default_length_data()), "llm").weights;
-  const cost::any_cost c = cost::parse_cost("tokens");
+  const spec::any_cost c = spec::parse_cost("tokens");
   balance::constraints equal;
   equal.counts.kind = balance::count_cap::mode::equal;
-  const balance::algorithm_spec spec = balance::parse_algorithm(state.range(0) == 0 ? "lpt" : "kk");
-  for (auto _ : state) benchmark::DoNotOptimize(balance::solve(spec, c, balance::problem{w, d, equal}));
+  const spec::algorithm_spec algorithm = spec::parse_algorithm(state.range(0) == 0 ? "lpt" : "kk");
+  for (auto _ : state) benchmark::DoNotOptimize(spec::solve(algorithm, c, balance::problem{w, d, equal}));
   state.SetLabel(std::string(state.range(0) == 0 ? "eq_lpt" : "eq_kk") + " omni d=512 n=" + std::to_string(w.size()));
 }
 BENCHMARK(BM_equal_count_time)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

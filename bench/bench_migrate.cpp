@@ -2,10 +2,10 @@
 // lpt's while moving <= 25 % of the bytes lpt moves). Same-run baseline: lpt from scratch.
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/migrate.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>

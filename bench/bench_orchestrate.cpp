@@ -14,11 +14,15 @@
 // `peak_extra_MiB` (peak heap growth while planning,
 //   from a counting operator new), `composed_over_two_hop` (encoder→LLM bytes), the items;
 // - BM_orchestrate_reuse/threads: the same, each plan written into the previous one's
-//   orchestration (`plan(w, out)`, a training loop's steady state);
+//   orchestration with one caller-owned workspace (`plan(w, out, workspace)`, a training
+//   loop's steady state);
 // - BM_orchestrate_no_relabel: the same without node-wise relabeling;
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
 //   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
+#include "counting_allocator.hpp"
+
 #include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/spec/policy.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 
@@ -34,39 +38,6 @@
 #include <ctime>
 #include <new>
 #include <vector>
-
-// ---------------------------------------------------------------- counting allocator
-namespace {
-std::atomic<std::int64_t> g_live{0};
-std::atomic<std::int64_t> g_peak{0};
-
-void note_alloc(std::size_t n) {
-  const std::int64_t now = g_live.fetch_add(static_cast<std::int64_t>(n)) + static_cast<std::int64_t>(n);
-  std::int64_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {}
-}
-// Every block carries its size in a 16-byte header so delete can account for it.
-void* counted_alloc(std::size_t n) {
-  void* p = std::malloc(n + 16);
-  if (!p) throw std::bad_alloc();
-  *static_cast<std::size_t*>(p) = n;
-  note_alloc(n);
-  return static_cast<char*>(p) + 16;
-}
-void counted_free(void* p) noexcept {
-  if (!p) return;
-  char* base = static_cast<char*>(p) - 16;
-  g_live.fetch_sub(static_cast<std::int64_t>(*reinterpret_cast<std::size_t*>(base)));
-  std::free(base);
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
 
 namespace {
 
@@ -102,9 +73,7 @@ mmbal::orchestrate::orchestrator make(bool relabel, const char* algorithm = null
   mmbal::orchestrate::orchestrator o(opt);
   if (algorithm)
     for (const char* phase : {"image", "audio", "llm"}) {
-      auto p = mmbal::orchestrate::default_policy(phase);
-      p.algorithm = mmbal::balance::parse_algorithm(algorithm);
-      o.set_policy(phase, p);
+      o.set_policy(phase, mmbal::spec::with_specs(mmbal::orchestrate::default_policy(phase), "", algorithm));
     }
   return o;
 }
@@ -141,14 +110,15 @@ void run_plan(benchmark::State& state, bool relabel, bool reuse = false) {
   const auto threads = static_cast<unsigned>(state.range(0));
   const auto orch = make(relabel, nullptr, threads);
   // One measured run for memory: peak heap growth above the level before planning.
-  const std::int64_t before = g_live.load();
-  g_peak.store(before);
+  const std::int64_t before = bench_heap::live.load();
+  bench_heap::peak.store(before);
   mmbal::orchestrate::orchestration o = orch.plan(w);
-  const double peak_mib = static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0);
+  const double peak_mib = static_cast<double>(bench_heap::peak.load() - before) / (1024.0 * 1024.0);
   mmbal::orchestrate::orchestration previous = orch.plan(w);
+  mmbal::orchestrate::plan_workspace workspace;
   for (auto _ : state) {
     if (reuse) {  // a training loop: this step's plan goes into the last step's orchestration
-      orch.plan(w, previous);
+      orch.plan(w, previous, workspace);
       benchmark::DoNotOptimize(previous.fingerprint);
     } else {
       auto r = orch.plan(w);
@@ -174,7 +144,7 @@ void run_plan(benchmark::State& state, bool relabel, bool reuse = false) {
 void BM_orchestrate(benchmark::State& state) { run_plan(state, true); }
 BENCHMARK(BM_orchestrate)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The same, planning into the previous step's orchestration (`plan(w, out)`).
+// The same, planning into the previous step's orchestration with one workspace (`plan(w, out, workspace)`).
 void BM_orchestrate_reuse(benchmark::State& state) { run_plan(state, true, true); }
 BENCHMARK(BM_orchestrate_reuse)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -204,7 +174,7 @@ void BM_breakdown(benchmark::State& state) {
       prob.origin = it.origin;
       prob.item_bytes = bytes;
       prob.ranks_per_node = ranks_per_node;
-      const mmbal::assignment a = mmbal::balance::solve(policy.algorithm, policy.cost, prob);
+      const mmbal::assignment a = policy.balancer.balance(prob);
       solve_ms += cpu_ms() - t;
       t = cpu_ms();
       const mmbal::rearrangement r = mmbal::rearrangement::from_origin(it.origin, a);
@@ -212,12 +182,10 @@ void BM_breakdown(benchmark::State& state) {
       mmbal::rearrangement f = mmbal::apply_relabeling(r, rl.rank_of_batch);
       relabel_ms += cpu_ms() - t;
       t = cpu_ms();
-      mmbal::partition final_ranks{ranks, std::vector<mmbal::rank_t>(f.size())};
-      for (std::size_t i = 0; i < f.size(); ++i) final_ranks.bin_of[i] = f.destination[i].rank;
-      const auto loads = std::visit(
-          [&](const auto& c) { return mmbal::bin_loads(final_ranks, std::span<const mmbal::length_t>(it.weights), c); },
-          policy.cost);
-      benchmark::DoNotOptimize(loads.data());
+      std::vector<mmbal::rank_t> final_ranks(f.size());
+      for (std::size_t i = 0; i < f.size(); ++i) final_ranks[i] = f.destination[i].rank;
+      const auto loads = policy.balancer.measure(it.weights, it.origin, final_ranks, ranks, false);
+      benchmark::DoNotOptimize(loads.after.data());
       benchmark::DoNotOptimize(mmbal::fingerprint(f, bytes));
       report_ms += cpu_ms() - t;
       items.push_back(std::move(it));
@@ -245,10 +213,10 @@ void BM_orchestrate_migrate(benchmark::State& state) {
   const auto& w = omni_workload();
   const auto lpt = make(true, "lpt").plan(w);
   const auto orch = make(true, "migrate:eps=0.001");
-  const std::int64_t before = g_live.load();
-  g_peak.store(before);
+  const std::int64_t before = bench_heap::live.load();
+  bench_heap::peak.store(before);
   const auto mig = orch.plan(w);
-  const double peak_mib = static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0);
+  const double peak_mib = static_cast<double>(bench_heap::peak.load() - before) / (1024.0 * 1024.0);
   for (auto _ : state) {
     auto r = orch.plan(w);
     benchmark::DoNotOptimize(r.fingerprint);

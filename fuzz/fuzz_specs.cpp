@@ -1,6 +1,6 @@
 // Fuzz target: every spec parser the tool uses — cost (`--cost`), algorithm (`--algorithm`),
 // count cap (`--count-cap`) and capacity (`--capacity`, parsed by CLI11 as the tool does) —
-// and `balance::solve` on a small problem with what they accepted.
+// and `spec::solve` on a small problem with what they accepted.
 //
 // Input: four lines (cost, algorithm, count cap, capacity; an empty capacity line = none),
 // then bytes: bins (1..8), items (0..31), and per item a u16 weight, an origin byte and a
@@ -9,11 +9,11 @@
 // the count cap, the capacity and the groups, and its maximum is at least the lower bound.
 #include "fuzz_support.hpp"
 
-#include "../examples/mmbal/constraint_flags.hpp"
+#include "../tools/mmbal/constraint_flags.hpp"
 
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -28,7 +28,7 @@ namespace {
 
 using namespace mmbal;
 
-void check_solution(const assignment& a, const balance::problem& p, const cost::any_cost& cost_fn) {
+void check_solution(const assignment& a, const balance::problem& p, const spec::any_cost& cost_fn) {
   a.validate();
   fuzz::require(a.bins == p.bins && a.size() == p.weights.size(), "assignment covers every item over bins");
   const partition part = a.to_partition();
@@ -66,15 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::input in(data, size);
   const std::string cost_text(in.line()), algorithm_text(in.line()), cap_text(in.line()), capacity_text(in.line());
 
-  std::optional<cost::any_cost> cost_fn;
-  if (fuzz::accepts([&] { cost_fn = cost::parse_cost(cost_text); })) {
-    const std::string spec = cost::to_spec(*cost_fn);
-    fuzz::require(cost::to_spec(cost::parse_cost(spec)) == spec, "parse_cost(to_spec(c)) == c");
+  std::optional<spec::any_cost> cost_fn;
+  if (fuzz::accepts([&] { cost_fn = spec::parse_cost(cost_text); })) {
+    const std::string spec = spec::to_spec(*cost_fn);
+    fuzz::require(spec::to_spec(spec::parse_cost(spec)) == spec, "parse_cost(to_spec(c)) == c");
   }
-  std::optional<balance::algorithm_spec> algorithm;
-  if (fuzz::accepts([&] { algorithm = balance::parse_algorithm(algorithm_text); }))
-    fuzz::require(balance::parse_algorithm(balance::to_spec(*algorithm)) == *algorithm,
-                  "parse_algorithm(to_spec(a)) == a");
+  std::optional<spec::algorithm_spec> algorithm;
+  if (fuzz::accepts([&] { algorithm = spec::parse_algorithm(algorithm_text); }))
+    fuzz::require(spec::parse_algorithm(spec::to_spec(*algorithm)) == *algorithm, "parse_algorithm(to_spec(a)) == a");
   std::optional<balance::count_cap> cap;
   fuzz::accepts([&] { cap = tool::parse_count_cap(cap_text); });
   std::optional<double> capacity;
@@ -107,6 +106,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   p.limits.capacity = capacity;
   if (grouped) p.limits.groups = groups;
   assignment a;
-  if (fuzz::accepts([&] { a = balance::solve(*algorithm, *cost_fn, p); })) check_solution(a, p, *cost_fn);
+  if (fuzz::accepts([&] { a = spec::solve(*algorithm, *cost_fn, p); })) check_solution(a, p, *cost_fn);
   return 0;
 }

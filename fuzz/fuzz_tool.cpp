@@ -12,7 +12,7 @@
 // is per token), hexadecimal and exponent notation.
 #include "fuzz_support.hpp"
 
-#include "../examples/mmbal/tool.hpp"
+#include "../tools/mmbal/tool.hpp"
 
 #include <cctype>
 #include <cstdlib>

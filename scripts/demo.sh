@@ -12,4 +12,4 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B build/demo "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DMMBAL_BUILD_TESTS=OFF -DMMBAL_BUILD_BENCH=OFF >/dev/null
 cmake --build build/demo --target mmbal_tool -j "$(nproc)" >/dev/null
-exec build/demo/examples/mmbal simulate "$@"
+exec build/demo/tools/mmbal simulate "$@"

@@ -1,15 +1,20 @@
-// A user's own partitioner driving mmbal's orchestrator (docs/DESIGN.md §4, §5.5).
+// A user's own partitioner and a user's own cost driving mmbal's orchestrator (docs/DESIGN.md
+// §4, §5.5).
 //
 // `snake` deals items in descending weight order to ranks 0, 1, ..., d−1, d−1, ..., 0, 0, 1, ...
 // (the "serpentine" draft): every rank gets the same number of items ±1 and a similar mix of
 // long and short ones, in O(n log n), without looking at the cost. It models
-// `balance::partitioner` for every cost (its call operator is a template over `batch_cost`),
-// so `orchestrate::any_partitioner` can hold it and the orchestrator runs it on every phase:
-// the plans, composed encoder→LLM moves, relabeling and reports are the library's. The
-// program compares it with the default policies (LPT / padded search) and exits non-zero if a
-// plan is invalid or a report is inconsistent.
+// `balance::partitioner` for every cost (its call operator is a template over `batch_cost`).
+// `step_time` is a user's cost: a batch costs Σ l plus a fixed per-sample overhead (a model of
+// a data loader's per-sample work); it models `batch_cost`. An `orchestrate::phase_balancer`
+// pairs them, typed, and the orchestrator runs the pair on every phase: the plans, composed
+// encoder→LLM moves, relabeling and reports (loads under `step_time`) are the library's. The
+// program compares it with lpt under the same cost and exits non-zero if a plan is invalid or
+// a report is inconsistent.
 #include <mmbal/balance/constraints.hpp>
+#include <mmbal/balance/lpt.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/batch_stats.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/workload/generators.hpp>
@@ -51,6 +56,18 @@ struct snake {
   }
 };
 
+// A user's cost: Σ l + overhead per sample. `name()` is what reports and fingerprints show.
+struct step_time {
+  double overhead = 64;
+  using state = mmbal::batch_stats;
+  [[nodiscard]] state empty() const { return {}; }
+  [[nodiscard]] state add(const state& s, mmbal::length_t l) const { return s.plus(l); }
+  [[nodiscard]] double value(const state& s) const {
+    return static_cast<double>(s.sum) + overhead * static_cast<double>(s.count);
+  }
+  [[nodiscard]] std::string name() const { return "step-time:overhead=" + std::to_string(overhead); }
+};
+
 }  // namespace
 
 int main() {
@@ -64,12 +81,12 @@ int main() {
   orch::orchestrator_options options;
   options.ranks = 64;
   options.ranks_per_node = 8;
-  const orch::orchestrator defaults(options);
+  orch::orchestrator defaults(options);
   orch::orchestrator custom(options);
   for (const std::string& phase : orch::orchestrator::phase_names(w)) {
-    orch::phase_policy p = orch::default_policy(phase);  // keep the phase's cost
-    p.partitioner = orch::any_partitioner("snake", snake{});
-    custom.set_policy(phase, p);
+    defaults.set_policy(phase, {orch::phase_balancer(mmbal::balance::lpt{}, step_time{})});
+    // snake has no `name`: the policy gives it one.
+    custom.set_policy(phase, {orch::phase_balancer(snake{}, step_time{}, {false, "snake", {}})});
   }
 
   const orch::orchestration a = defaults.plan(w), b = custom.plan(w);

@@ -11,7 +11,6 @@
 #include <mmbal/balance/migrate.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/balance/tolerance_lpt.hpp>
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/concepts.hpp>
@@ -22,7 +21,6 @@
 #include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>

@@ -276,7 +276,8 @@ class Orchestration:
 
     def report(self, phase: str) -> dict:
         """What balancing ``phase`` achieved: loads before/after (arrays), max, mean, lower
-        bound, moved items/bytes, inter-node bytes, the cost and algorithm specs."""
+        bound, max/mean imbalance, moved items/bytes, inter-node bytes, the cost and algorithm
+        names."""
         return self._core.report(phase)
 
     def phase_plan(self, phase: str, rank: int, sizes=None) -> AllToAllPlan:

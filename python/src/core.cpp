@@ -17,12 +17,10 @@
 
 #include "balanced_partitions.hpp"
 
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/mask/bitfield.hpp>
 #include <mmbal/mask/block_mask.hpp>
 #include <mmbal/mask/dense.hpp>
@@ -32,6 +30,7 @@
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
 #include <mmbal/sampling/isf.hpp>
+#include <mmbal/spec/spec.hpp>
 #include <mmbal/workload/sample.hpp>
 
 #include <chrono>
@@ -39,8 +38,11 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -236,8 +238,8 @@ std::optional<double> to_capacity(py::handle obj) {
 /// Everything `balance` needs, converted and checked with the GIL held.
 struct balance_call {
   lengths_view lengths;
-  mmbal::balance::algorithm_spec algorithm;
-  mmbal::cost::any_cost cost;
+  mmbal::spec::algorithm_spec algorithm;
+  mmbal::spec::any_cost cost;
   std::optional<unsigned_view<std::uint32_t>> origin;
   std::optional<u64_view> groups, bytes;
   mmbal::balance::problem problem;
@@ -246,8 +248,8 @@ struct balance_call {
                const std::string& cost_spec, py::handle origin_in, py::handle count_cap, py::handle capacity,
                py::handle groups_in, py::handle bytes_in, py::handle ranks_per_node)
       : lengths(lengths_in, "lengths", u32_max),
-        algorithm(mmbal::balance::parse_algorithm(algorithm_spec)),
-        cost(mmbal::cost::parse_cost(cost_spec)) {
+        algorithm(mmbal::spec::parse_algorithm(algorithm_spec)),
+        cost(mmbal::spec::parse_cost(cost_spec)) {
     problem.weights = lengths.values;
     problem.bins = positive_count(ranks_in, "ranks");
     if (!origin_in.is_none()) {
@@ -255,7 +257,7 @@ struct balance_call {
       if (origin->size() != lengths.size())
         throw_invalid("origin has ", origin->size(), " entries but lengths has ", lengths.size());
       problem.origin = origin->values;
-    } else if (algorithm.base == mmbal::balance::algorithm_kind::migrate) {
+    } else if (algorithm.base == mmbal::spec::algorithm_kind::migrate) {
       throw_invalid("algorithm '", algorithm_spec, "' needs origin= (the rank that holds each item now)");
     }
     if (!groups_in.is_none()) {
@@ -284,7 +286,7 @@ struct balance_result {
 
 balance_result solve(const balance_call& c) {
   balance_result out;
-  out.placement = mmbal::balance::solve(c.algorithm, c.cost, c.problem);
+  out.placement = mmbal::spec::solve(c.algorithm, c.cost, c.problem);
   std::visit(
       [&](const auto& cost) {
         out.loads = mmbal::bin_loads(out.placement, c.problem.weights, cost);
@@ -334,7 +336,7 @@ py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handl
   const mmbal::assignment a = to_assignment(rank, slot, positive_count(ranks, "ranks"), "assignment");
   const lengths_view w(lengths, "lengths", u32_max);
   if (w.size() != a.size()) throw_invalid("lengths has ", w.size(), " entries but the assignment has ", a.size());
-  const mmbal::cost::any_cost cost = mmbal::cost::parse_cost(cost_spec);
+  const mmbal::spec::any_cost cost = mmbal::spec::parse_cost(cost_spec);
   std::vector<double> loads;
   {
     py::gil_scoped_release unlocked;
@@ -577,7 +579,7 @@ mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle 
     throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) or a dict, got ",
                   std::string(py::repr(value)));
   }
-  mmbal::orchestrate::phase_policy p = mmbal::orchestrate::policy_from_specs(phase, cost, algorithm);
+  mmbal::orchestrate::phase_policy p = mmbal::spec::policy_from_specs(phase, cost, algorithm);
   p.counts = to_count_cap(count_cap);
   p.capacity = to_capacity(capacity);
   p.keep_groups = keep_groups;
@@ -654,24 +656,14 @@ struct py_orchestration {
   }
 
   [[nodiscard]] py::dict report(const std::string& name) const {
-    const auto& r = phase(name).report;
     py::dict d;
-    d["name"] = r.name;
-    d["cost"] = r.cost;
-    d["algorithm"] = r.algorithm;
-    d["items"] = r.items;
-    d["loads_before"] = to_numpy(std::vector<double>(r.loads_before));
-    d["loads_after"] = to_numpy(std::vector<double>(r.loads_after));
-    d["max_before"] = r.max_before;
-    d["max_after"] = r.max_after;
-    d["mean_before"] = r.mean_before;
-    d["mean"] = r.mean;
-    d["lower_bound"] = r.lower_bound;
-    d["moved_items"] = r.moved_items;
-    d["moved_bytes"] = r.moved_bytes;
-    d["inter_node_bytes"] = r.inter_node_bytes;
-    d["inter_node_max_identity"] = r.inter_node_max_identity;
-    d["inter_node_max_relabeled"] = r.inter_node_max_relabeled;
+    mmbal::orchestrate::for_each_field(phase(name).report, [&](std::string_view key, const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<T, std::vector<double>>)
+        d[py::str(std::string(key))] = to_numpy(std::vector<double>(value));
+      else
+        d[py::str(std::string(key))] = value;
+    });
     return d;
   }
 
@@ -730,12 +722,20 @@ struct py_orchestrator {
                   py::handle bytes_per_token, bool relabel)
       : core(make(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)) {}
 
-  [[nodiscard]] py_orchestration plan(std::shared_ptr<const py_workload> w) const {
+  std::shared_ptr<mmbal::orchestrate::plan_workspace> workspace =
+      std::make_shared<mmbal::orchestrate::plan_workspace>();
+  std::shared_ptr<std::mutex> workspace_mutex = std::make_shared<std::mutex>();
+
+  [[nodiscard]] py_orchestration plan(std::shared_ptr<const py_workload> w) {
     if (!w) throw_invalid("Orchestrator.plan: workload is None");
     auto out = std::make_shared<mmbal::orchestrate::orchestration>();
     {
       py::gil_scoped_release unlocked;
-      core.plan(w->w, *out);
+      // This Orchestrator's workspace, so that the next step reuses its buffers; a call made
+      // while another thread plans with it uses a fresh one (same plan either way).
+      std::unique_lock lock(*workspace_mutex, std::try_to_lock);
+      mmbal::orchestrate::plan_workspace temporary;
+      core.plan(w->w, *out, lock.owns_lock() ? *workspace : temporary);
     }
     return py_orchestration{std::move(out), std::move(w)};
   }
@@ -1103,6 +1103,6 @@ with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, document
       .def("plan", &py_orchestrator::plan, py::arg("workload"))
       .def("policy", [](const py_orchestrator& o, const std::string& phase) {
         const auto p = o.core.policy(phase);
-        return py::make_tuple(mmbal::cost::to_spec(p.cost), mmbal::balance::to_spec(p.algorithm));
+        return py::make_tuple(p.balancer.cost_name(), p.balancer.name());
       });
 }

@@ -3,10 +3,10 @@
 // invariant checks on seeded random instances, with independent reference implementations
 // of the greedy rules and a brute-force optimum for tiny inputs.
 
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -183,12 +183,12 @@ inline std::vector<algorithm_under_test> all_algorithms() {
 /// solving another instance), nor on where the inputs live (a copy at another address framed
 /// by huge sentinel weights, which a read past the span would pick up). Determinism across
 /// processes is checked by tests/orchestrate/golden_fingerprints_test.cpp.
-inline assignment solve_checked(const balance::algorithm_spec& spec, const cost::any_cost& c,
+inline assignment solve_checked(const spec::algorithm_spec& spec, const spec::any_cost& c,
                                 const std::vector<length_t>& weights, rank_t bins, const balance::constraints& limits,
                                 std::span<const rank_t> origin = {}) {
   balance::problem p{weights, bins, limits};
   p.origin = origin;
-  const assignment a = balance::solve(spec, c, p);
+  const assignment a = spec::solve(spec, c, p);
   {  // another problem in between: reversed, heavier weights on one more bin, no constraints
     std::vector<length_t> other(weights.rbegin(), weights.rend());
     for (length_t& x : other) x = x / 2 + 7;
@@ -197,11 +197,11 @@ inline assignment solve_checked(const balance::algorithm_spec& spec, const cost:
     for (std::size_t i = 0; i < other.size(); ++i) other_origin[i] = static_cast<rank_t>(i % (bins + 1));
     o.origin = other_origin;
     try {
-      (void)balance::solve(spec, c, o);
+      (void)spec::solve(spec, c, o);
     } catch (const invalid_input&) {  // e.g. a cost the algorithm rejects: state must still not leak
     }
   }
-  const assignment again = balance::solve(spec, c, p);
+  const assignment again = spec::solve(spec, c, p);
   CHECK(a == again);
   std::vector<length_t> framed(weights.size() + 2, std::numeric_limits<length_t>::max());
   std::copy(weights.begin(), weights.end(), framed.begin() + 1);
@@ -212,7 +212,7 @@ inline assignment solve_checked(const balance::algorithm_spec& spec, const cost:
   limits_copy.groups = groups_copy;
   balance::problem q{copy, bins, limits_copy};
   q.origin = origin_copy;
-  const assignment b = balance::solve(spec, c, q);
+  const assignment b = spec::solve(spec, c, q);
   CHECK(a == b);
   return a;
 }
@@ -228,7 +228,7 @@ inline std::vector<rank_t> random_origin(std::size_t n, rank_t bins, std::uint64
 }
 
 /// All invariants of one run; returns the max load.
-inline double check_run(const assignment& a, const std::vector<length_t>& weights, rank_t bins, const cost::any_cost& c,
+inline double check_run(const assignment& a, const std::vector<length_t>& weights, rank_t bins, const spec::any_cost& c,
                         const balance::constraints& limits) {
   REQUIRE(a.size() == weights.size());
   REQUIRE(a.bins == bins);

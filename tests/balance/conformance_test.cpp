@@ -11,6 +11,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 using mmbal::test::algorithm_under_test;
 
 namespace {
@@ -24,7 +25,7 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
-double total_solo(const std::vector<length_t>& w, const cost::any_cost& c) {
+double total_solo(const std::vector<length_t>& w, const spec::any_cost& c) {
   return std::visit(
       [&](const auto& cost) {
         double t = 0;
@@ -34,7 +35,7 @@ double total_solo(const std::vector<length_t>& w, const cost::any_cost& c) {
       c);
 }
 
-double max_solo(const std::vector<length_t>& w, const cost::any_cost& c) {
+double max_solo(const std::vector<length_t>& w, const spec::any_cost& c) {
   return std::visit(
       [&](const auto& cost) {
         double m = 0;
@@ -44,7 +45,7 @@ double max_solo(const std::vector<length_t>& w, const cost::any_cost& c) {
       c);
 }
 
-bool is_additive(const cost::any_cost& c) {
+bool is_additive(const spec::any_cost& c) {
   return std::visit([](const auto& cost) { return additive_cost<std::decay_t<decltype(cost)>>; }, c);
 }
 
@@ -58,7 +59,7 @@ void run_suite(const algorithm_under_test& alg, std::uint64_t seeds) {
                                                                                                              : 10000;
     const test::instance in = test::random_instance(seed * 7919 + alg.spec.size() * 104729, max_n);
     const std::string cost_spec = alg.costs[seed % alg.costs.size()];
-    const cost::any_cost c = cost::parse_cost(cost_spec);
+    const spec::any_cost c = spec::parse_cost(cost_spec);
     const std::size_t n = in.weights.size();
     const rank_t d = in.bins;
     INFO(alg.spec << " seed " << seed << " cost " << cost_spec << " n " << n << " d " << d << " " << in.shape);
@@ -215,7 +216,7 @@ TEST_CASE("conformance: LPT and greedy ascending equal an O(n d) reference", "[b
                                        "conv:lambda=0.01", "fitted:x=0.5,y=1,z=3"};
   for (std::uint64_t seed = 0; seed < 250; ++seed) {
     const test::instance in = test::random_instance(seed + 424242, 1000);
-    const cost::any_cost c = cost::parse_cost(costs[seed % costs.size()]);
+    const spec::any_cost c = spec::parse_cost(costs[seed % costs.size()]);
     INFO("seed " << seed << " n " << in.weights.size() << " d " << in.bins << " " << in.shape);
     for (const auto kind : {count_cap::mode::none, count_cap::mode::equal, count_cap::mode::fixed}) {
       constraints limits;

@@ -1,6 +1,6 @@
 // Bad parameters give invalid_input errors that name the offending value (docs/DESIGN.md §5.1).
 
-#include <mmbal/balance/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -11,6 +11,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 namespace {
 

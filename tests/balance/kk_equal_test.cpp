@@ -17,11 +17,11 @@ struct equal_run {
 };
 
 equal_run run_equal(const std::vector<length_t>& w, rank_t d, const std::string& cost_spec) {
-  const cost::any_cost c = cost::parse_cost(cost_spec);
+  const spec::any_cost c = spec::parse_cost(cost_spec);
   balance::constraints limits;
   limits.counts.kind = balance::count_cap::mode::equal;
-  const assignment kk = test::solve_checked(balance::parse_algorithm("kk"), c, w, d, limits);
-  const assignment lpt = test::solve_checked(balance::parse_algorithm("lpt"), c, w, d, limits);
+  const assignment kk = test::solve_checked(spec::parse_algorithm("kk"), c, w, d, limits);
+  const assignment lpt = test::solve_checked(spec::parse_algorithm("lpt"), c, w, d, limits);
   equal_run r;
   r.kk = test::check_run(kk, w, d, c, limits);  // also checks counts ⌊n/d⌋..⌈n/d⌉
   r.lpt = test::check_run(lpt, w, d, c, limits);
@@ -85,17 +85,17 @@ TEST_CASE("kk equal count on random instances with >= 2 items per bin: vs capped
   // (bench/RESULTS.md), so a regression of the differencing fails here.
   balance::constraints limits;
   limits.counts.kind = balance::count_cap::mode::equal;
-  const cost::any_cost costs[] = {cost::parse_cost("tokens"), cost::parse_cost("attention:alpha=1,beta=0.001")};
-  const balance::algorithm_spec kk_spec = balance::parse_algorithm("kk"), lpt_spec = balance::parse_algorithm("lpt");
+  const spec::any_cost costs[] = {spec::parse_cost("tokens"), spec::parse_cost("attention:alpha=1,beta=0.001")};
+  const spec::algorithm_spec kk_spec = spec::parse_algorithm("kk"), lpt_spec = spec::parse_algorithm("lpt");
   int runs = 0, worse = 0, over = 0, over_alone = 0;
   for (std::uint64_t seed = 0; seed < 1500; ++seed) {
     const test::instance in = test::random_instance(seed, 2000);
     if (in.bins < 2 || in.weights.size() < 2 * std::size_t{in.bins}) continue;
-    for (const cost::any_cost& c : costs) {
+    for (const spec::any_cost& c : costs) {
       INFO("seed " << seed << " n " << in.weights.size() << " d " << in.bins << " shape " << in.shape);
       const balance::problem p{in.weights, in.bins, limits};
-      const assignment kk = balance::solve(kk_spec, c, p);
-      const assignment lpt = balance::solve(lpt_spec, c, p);
+      const assignment kk = spec::solve(kk_spec, c, p);
+      const assignment lpt = spec::solve(lpt_spec, c, p);
       const double kk_max = test::check_run(kk, in.weights, in.bins, c, limits);
       const double lpt_max = test::check_run(lpt, in.weights, in.bins, c, limits);
       const double bound = std::visit(

@@ -242,3 +242,27 @@ TEST_CASE("intra_microbatch_reorder: DistTrain Alg. 2 as written in the paper") 
   CHECK(r.offsets == std::vector<std::uint32_t>{0, 2, 4});
   CHECK_THROWS_AS(balance::intra_microbatch_reorder(fig, 0, cost::tokens{}), invalid_input);
 }
+
+TEST_CASE("split_micro_batches runs the partitioner it is given") {
+  // Step 1's bins are exactly the given partitioner's: every (rank, micro-batch) batch of the
+  // plan holds the items of one bin of greedy_ascending on d·m bins, each bin used once.
+  rng_engine g = make_rng(31, 0);
+  std::vector<length_t> w(300);
+  for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, 5000));
+  const rank_t d = 4;
+  const std::uint32_t m = 3;
+  const cost::attention c{1.0, 1e-4};
+  const micro_batch_plan plan = split_micro_batches(w, d, m, c, balance::greedy_ascending{});
+  REQUIRE_NOTHROW(plan.validate());
+  const assignment bins = balance::greedy_ascending{}(w, d * m, c, {});
+  std::vector<std::vector<item_id>> expected(d * m), got(std::size_t{d} * m);
+  for (item_id i = 0; i < w.size(); ++i) {
+    expected[bins.where[i].rank].push_back(i);
+    got[std::size_t{plan.where[i].micro_batch} * d + plan.where[i].rank].push_back(i);
+  }
+  std::sort(expected.begin(), expected.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == expected);
+  // The default is lpt; a different partitioner gives a different split here.
+  CHECK(split_micro_batches(w, d, m, c).where != plan.where);
+}

@@ -2,10 +2,10 @@
 // bytes are accounted as recomputed here, same-node destinations are preferred, determinism.
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/migrate.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 
 #include <catch2/catch.hpp>
 

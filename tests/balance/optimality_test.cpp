@@ -8,6 +8,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 namespace {
 
@@ -37,7 +38,7 @@ TEST_CASE("optimality: every algorithm against the brute-force optimum", "[balan
   for (std::uint64_t seed = 0; seed < 240; ++seed) {
     const test::instance in = tiny(seed);
     const std::string cs = additive[seed % additive.size()];
-    const cost::any_cost c = cost::parse_cost(cs);
+    const spec::any_cost c = spec::parse_cost(cs);
     INFO("seed " << seed << " cost " << cs << " n " << in.weights.size() << " d " << in.bins);
     std::visit(
         [&](const auto& cost) {

@@ -1,5 +1,5 @@
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/spec/algorithm.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +8,7 @@
 
 using namespace mmbal;
 using namespace mmbal::balance;
+using namespace mmbal::spec;
 
 TEST_CASE("spec: parse and print round-trip", "[balance][spec]") {
   for (const char* text : {"lpt", "greedy-ascending", "padded", "tolerance:v=12.5", "conv", "kk", "migrate:eps=0.01",
@@ -65,7 +66,7 @@ TEST_CASE("spec: bad specs name the offending part", "[balance][spec]") {
 
 TEST_CASE("spec: solve validates the problem", "[balance][spec]") {
   const std::vector<length_t> w{5, 4, 3};
-  const cost::any_cost c = cost::tokens{};
+  const spec::any_cost c = cost::tokens{};
   CHECK_THROWS_AS(solve(parse_algorithm("lpt"), c, problem{w, 0}), invalid_input);
   const std::vector<rank_t> bad_origin{0, 1};
   problem p{w, 2};

@@ -2,7 +2,7 @@
 // from-scratch evaluation on seeded random batches.
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/cost.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +14,7 @@
 namespace {
 using mmbal::length_t;
 namespace cost = mmbal::cost;
+namespace spec = mmbal::spec;
 
 struct direct {
   double sum = 0, sum_sq = 0, max = 0, count = 0;
@@ -134,24 +135,24 @@ TEST_CASE("cost parameters are validated") {
 }
 
 TEST_CASE("cost specs parse, print and reject bad input") {
-  for (const char* spec :
+  for (const char* text :
        {"tokens", "padded", "attention:alpha=1,beta=0.0001", "padded-attention:alpha=2,beta=0.5", "conv:lambda=0.25",
         "fitted:x=1e-05,y=2,z=3", "flops:hidden=1024,ffn=4096,heads=16,kv_heads=4,layers=2"}) {
-    const auto c = cost::parse_cost(spec);
-    const auto again = cost::parse_cost(cost::to_spec(c));
+    const auto c = spec::parse_cost(text);
+    const auto again = spec::parse_cost(spec::to_spec(c));
     CHECK(c.index() == again.index());
-    CHECK(cost::to_spec(again) == cost::to_spec(c));
+    CHECK(spec::to_spec(again) == spec::to_spec(c));
   }
-  const auto a = std::get<cost::attention>(cost::parse_cost("attention:beta=0.5"));
+  const auto a = std::get<cost::attention>(spec::parse_cost("attention:beta=0.5"));
   CHECK(a.alpha() == 1.0);
   CHECK(a.beta() == 0.5);
-  CHECK_THROWS_WITH(cost::parse_cost("quadratic"), Catch::Contains("quadratic"));
-  CHECK_THROWS_WITH(cost::parse_cost("attention:gamma=1"), Catch::Contains("gamma"));
-  CHECK_THROWS_WITH(cost::parse_cost("attention:alpha=x"), Catch::Contains("'x'"));
-  CHECK_THROWS_WITH(cost::parse_cost("attention:alpha=-3"), Catch::Contains("-3"));
-  CHECK_THROWS_AS(cost::parse_cost("attention:alpha"), mmbal::invalid_input);
-  CHECK_THROWS_AS(cost::parse_cost("attention:alpha=1,alpha=2"), mmbal::invalid_input);
-  CHECK_THROWS_AS(cost::parse_cost("tokens:x=1"), mmbal::invalid_input);
-  CHECK_THROWS_AS(cost::parse_cost(""), mmbal::invalid_input);
-  CHECK_THROWS_AS(cost::parse_cost("flops:layers=-1"), mmbal::invalid_input);
+  CHECK_THROWS_WITH(spec::parse_cost("quadratic"), Catch::Contains("quadratic"));
+  CHECK_THROWS_WITH(spec::parse_cost("attention:gamma=1"), Catch::Contains("gamma"));
+  CHECK_THROWS_WITH(spec::parse_cost("attention:alpha=x"), Catch::Contains("'x'"));
+  CHECK_THROWS_WITH(spec::parse_cost("attention:alpha=-3"), Catch::Contains("-3"));
+  CHECK_THROWS_AS(spec::parse_cost("attention:alpha"), mmbal::invalid_input);
+  CHECK_THROWS_AS(spec::parse_cost("attention:alpha=1,alpha=2"), mmbal::invalid_input);
+  CHECK_THROWS_AS(spec::parse_cost("tokens:x=1"), mmbal::invalid_input);
+  CHECK_THROWS_AS(spec::parse_cost(""), mmbal::invalid_input);
+  CHECK_THROWS_AS(spec::parse_cost("flops:layers=-1"), mmbal::invalid_input);
 }

@@ -1,12 +1,12 @@
 // The fitted cost model (cost/fit.hpp): NNLS against brute force, exact recovery, held-out
 // accuracy under noise, the heaviest-rank initialisation, the online window, the trigger and
-// bad input; and the fitted cost balancing through balance::solve.
-#include <mmbal/balance/spec.hpp>
+// bad input; and the fitted cost balancing through spec::solve.
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -354,11 +354,11 @@ TEST_CASE("bad input throws invalid_input naming the step and field") {
   CHECK(one.error.max < 1e-9);
 }
 
-TEST_CASE("the fitted model is a cost like any other: spec round trip, balance::solve") {
+TEST_CASE("the fitted model is a cost like any other: spec round trip, spec::solve") {
   const auto steps = synthetic_steps(51, 100, 64, true_x, true_y, true_z, 0.02);
   const fitted model = mmbal::cost::fit_cost(steps).model;
-  const mmbal::cost::any_cost as_any = model;
-  const auto back = std::get<fitted>(mmbal::cost::parse_cost(mmbal::cost::to_spec(as_any)));
+  const mmbal::spec::any_cost as_any = model;
+  const auto back = std::get<fitted>(mmbal::spec::parse_cost(mmbal::spec::to_spec(as_any)));
   CHECK(back.x() == model.x());
   CHECK(back.y() == model.y());
   CHECK(back.z() == model.z());
@@ -374,7 +374,7 @@ TEST_CASE("the fitted model is a cost like any other: spec round trip, balance::
   p.origin = origin;
   const double before = mmbal::cost::predict_step_time(model, steps[0]);
   for (const char* algo : {"lpt", "kk", "greedy-ascending", "migrate:eps=0.001", "lpt+refine"}) {
-    const auto plan = mmbal::balance::solve(mmbal::balance::parse_algorithm(algo), as_any, p);
+    const auto plan = mmbal::spec::solve(mmbal::spec::parse_algorithm(algo), as_any, p);
     plan.validate();
     const auto loads = mmbal::bin_loads(plan, weights, model);
     const double after = *std::max_element(loads.begin(), loads.end());
@@ -402,12 +402,12 @@ TEST_CASE("the fitted model drives the orchestrator's LLM phase") {
   o.threads = 1;
   mmbal::orchestrate::orchestrator orch(o);
   mmbal::orchestrate::phase_policy policy;
-  policy.cost = model;
+  policy.balancer = mmbal::orchestrate::phase_balancer(mmbal::balance::lpt{}, model);
   orch.set_policy("llm", policy);
   const auto plan = orch.plan(w);
   const auto llm = std::find_if(plan.phases.begin(), plan.phases.end(), [](const auto& p) { return p.name == "llm"; });
   REQUIRE(llm != plan.phases.end());
-  CHECK(llm->report.cost == mmbal::cost::to_spec(model));
+  CHECK(llm->report.cost == mmbal::spec::to_spec(model));
   // The report's loads are the model's predicted rank times, recomputed here independently.
   CHECK(llm->report.max_before == Approx(mmbal::cost::predict_step_time(model, steps[0])).epsilon(1e-12));
   CHECK(llm->report.max_after <= llm->report.max_before);

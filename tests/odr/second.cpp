@@ -1,4 +1,5 @@
 #include <mmbal/mmbal.hpp>
+#include <mmbal/spec/spec.hpp>  // the spec layer is not part of the umbrella
 
 int second_unit() {
   const mmbal::cost::tokens cost;

@@ -1,13 +1,16 @@
 // Open policies at the top layer (docs/DESIGN.md §4, §5.5): an archetype that models exactly
-// `balance::partitioner` (a call operator templated over `batch_cost`, nothing else) plugs into
-// the orchestrator through `any_partitioner`; a built-in partitioner plugged in the same way
-// gives bit-identical plans to the spec-string path; a partitioner that breaks its contract is
-// caught at the boundary with the phase named.
+// `balance::partitioner` (a call operator templated over `batch_cost`, nothing else) and a
+// user's own cost type plug into the orchestrator through `phase_balancer`; the library's
+// typed default policies give bit-identical plans to the spec-string path (`mmbal::spec`);
+// `migrate_partitioner` runs with origins and bytes; a partitioner that breaks its contract
+// is caught at the boundary with the phase named.
 #include "support.hpp"
 
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/migrate.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/spec/policy.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -23,7 +26,7 @@ using mmbal::rank_t;
 namespace orch = mmbal::orchestrate;
 
 // Exactly the partitioner concept: item i goes to bin i mod bins, slots in id order. Rejects
-// every constraint (it honours none), as the concept's contract asks.
+// every constraint (it honours none), as the concept's contract asks. No name: the policy gives one.
 struct round_robin_archetype {
   template <mmbal::batch_cost C>
   assignment operator()(std::span<const length_t> weights, rank_t bins, const C& /*cost*/,
@@ -35,12 +38,36 @@ struct round_robin_archetype {
   }
 };
 
+// A user's cost, not a library type: every item costs its length plus a fixed per-item
+// overhead, and a batch pays the square of its longest item once (a made-up kernel launch).
+// Exactly `batch_cost` plus a name.
+struct overhead_cost {
+  double overhead = 0;
+  struct state {
+    double sum = 0;
+    length_t longest = 0;
+    friend bool operator==(const state&, const state&) = default;
+  };
+  [[nodiscard]] state empty() const { return {}; }
+  [[nodiscard]] state add(const state& s, length_t l) const {
+    return {s.sum + static_cast<double>(l) + overhead, std::max(s.longest, l)};
+  }
+  [[nodiscard]] double value(const state& s) const {
+    return s.sum + static_cast<double>(s.longest) * static_cast<double>(s.longest) * 1e-4;
+  }
+  [[nodiscard]] std::string name() const { return "overhead:" + std::to_string(overhead); }
+};
+
 static_assert(mmbal::balance::partitioner<round_robin_archetype, mmbal::cost::tokens>);
-static_assert(orch::any_cost_partitioner<round_robin_archetype>);
-static_assert(mmbal::balance::partitioner<orch::any_partitioner, mmbal::cost::padded>);
+static_assert(mmbal::batch_cost<overhead_cost>);
+static_assert(orch::phase_partitioner<round_robin_archetype, overhead_cost>);
+static_assert(orch::phase_partitioner<mmbal::balance::lpt, overhead_cost>);
+static_assert(orch::phase_partitioner<mmbal::balance::migrate_partitioner, overhead_cost>);
+static_assert(!orch::phase_partitioner<mmbal::balance::padded_binary_search, overhead_cost>);
 
 // Breaks the contract: one bin too many.
 struct too_many_bins {
+  static constexpr const char* name = "broken";
   template <mmbal::batch_cost C>
   assignment operator()(std::span<const length_t> weights, rank_t bins, const C&,
                         const mmbal::balance::constraints&) const {
@@ -49,73 +76,84 @@ struct too_many_bins {
   }
 };
 
-// The padded search needs a `padded_cost`; a partitioner for every cost must say what it does
-// with the others (here: reject them, as `balance::solve` does).
-struct padded_search_or_reject {
-  template <mmbal::batch_cost C>
-  assignment operator()(std::span<const length_t> weights, rank_t bins, const C& cost,
-                        const mmbal::balance::constraints& limits) const {
-    if constexpr (mmbal::padded_cost<C>)
-      return mmbal::balance::padded_binary_search{}(weights, bins, cost, limits);
-    else
-      mmbal::detail::throw_invalid("padded: needs a padded cost");
-  }
-};
+// Per-rank cost of the items on each rank under `cost`, folded in item-id order.
+template <class C>
+std::vector<double> loads_of(const std::vector<length_t>& w, const std::vector<rank_t>& rank_of, rank_t d,
+                             const C& cost) {
+  std::vector<std::vector<length_t>> per(d);
+  for (std::size_t i = 0; i < w.size(); ++i) per[rank_of[i]].push_back(w[i]);
+  std::vector<double> out(d);
+  for (rank_t r = 0; r < d; ++r) out[r] = mmbal::batch_value(cost, per[r]);
+  return out;
+}
 
 }  // namespace
 
-TEST_CASE("any_partitioner calls the held partitioner with the concrete cost", "[orchestrate][partitioner]") {
-  const orch::any_partitioner erased("lpt", mmbal::balance::lpt{});
+TEST_CASE("phase_balancer runs the typed pair and names it", "[orchestrate][partitioner]") {
   const std::vector<length_t> w{900, 5, 300, 300, 41, 7000, 12, 640};
-  const mmbal::cost::any_cost costs[] = {mmbal::cost::tokens{}, mmbal::cost::attention{1.0, 1e-4},
-                                         mmbal::cost::padded{}};
-  for (const auto& c : costs) {
-    const assignment direct = std::visit([&](const auto& cc) { return mmbal::balance::lpt{}(w, 3, cc, {}); }, c);
-    CHECK(erased(w, 3, c, {}) == direct);
-  }
+  const overhead_cost cost{7.0};
+  const orch::phase_balancer erased(mmbal::balance::lpt{}, cost);
+  const assignment direct = mmbal::balance::lpt{}(w, 3, cost, {});
+  CHECK(erased.balance(mmbal::balance::problem{w, 3}) == direct);
   CHECK(erased.name() == "lpt");
-  CHECK_THROWS_AS(orch::any_partitioner("", round_robin_archetype{}), mmbal::invalid_input);
+  CHECK(erased.cost_name() == cost.name());
+  // The report's loads: those of the typed cost, folded in item order.
+  const std::vector<rank_t> before(w.size(), 0);
+  std::vector<rank_t> after(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) after[i] = direct.where[i].rank;
+  const orch::phase_loads loads = erased.measure(w, before, after, 3, false);
+  CHECK(loads.before == loads_of(w, before, 3, cost));
+  CHECK(loads.after == loads_of(w, after, 3, cost));
+  CHECK(loads.lower_bound == mmbal::lower_bound(std::span<const length_t>(w), 3, cost));
+  // `+refine` runs refine after the partitioner and says so in the name.
+  const orch::phase_balancer refined(mmbal::balance::lpt{}, cost, {true, {}, {}});
+  CHECK(refined.name() == "lpt+refine");
+  CHECK(refined.balance(mmbal::balance::problem{w, 3}) == mmbal::balance::refine(direct, w, cost, {}));
+  // A partitioner without a name needs one in the options.
+  CHECK_THROWS_WITH(orch::phase_balancer(round_robin_archetype{}, cost), Catch::Contains("no name"));
+  CHECK(orch::phase_balancer(round_robin_archetype{}, cost, {false, "round-robin", {}}).name() == "round-robin");
 }
 
-TEST_CASE("a user's partitioner drives the orchestrator on every phase", "[orchestrate][partitioner]") {
+TEST_CASE("a user's partitioner and a user's cost drive the orchestrator on every phase",
+          "[orchestrate][partitioner]") {
   const mmbal::workload w = orchestrate_test::omni(600, 16, 3);
   orch::orchestrator o = orchestrate_test::make(16, 4);
   const std::vector<std::string> phases = orch::orchestrator::phase_names(w);
   REQUIRE(phases.size() >= 3);
-  for (const std::string& phase : phases) {
-    orch::phase_policy p = orch::default_policy(phase);
-    p.partitioner = orch::any_partitioner("round-robin", round_robin_archetype{});
-    o.set_policy(phase, p);
-  }
+  const overhead_cost cost{3.0};
+  for (const std::string& phase : phases)
+    o.set_policy(phase, {orch::phase_balancer(round_robin_archetype{}, cost, {false, "round-robin", {}})});
   const orch::orchestration plan = o.plan(w);
   for (const orch::phase_plan& p : plan.phases) {
     INFO("phase " << p.name);
     CHECK(p.report.algorithm == "round-robin");
+    CHECK(p.report.cost == cost.name());
     // Independent re-computation of what the archetype must have produced.
     for (std::size_t i = 0; i < p.items.size(); ++i)
       REQUIRE(p.balanced.where[i] == mmbal::location{static_cast<rank_t>(i % 16), static_cast<std::uint32_t>(i / 16)});
     REQUIRE_NOTHROW(p.forward.validate());
+    // The report's loads are the user's cost of the final layout.
+    std::vector<rank_t> final_rank(p.items.size());
+    for (std::size_t i = 0; i < final_rank.size(); ++i) final_rank[i] = p.forward.destination[i].rank;
+    CHECK(p.report.loads_after == loads_of(p.items.weights, final_rank, 16, cost));
+    CHECK(p.report.loads_before == loads_of(p.items.weights, p.items.origin, 16, cost));
   }
   CHECK(plan.composed.size() == plan.phases.size() - 1);
   CHECK(orch::orchestrator::plan_fingerprint(plan) == plan.fingerprint);
 }
 
-TEST_CASE("a built-in partitioner through any_partitioner gives the spec path's plan, bit for bit",
-          "[orchestrate][partitioner]") {
+TEST_CASE("the typed default policies give the spec-string path's plans, bit for bit", "[orchestrate][partitioner]") {
   const mmbal::workload w = orchestrate_test::omni(900, 24, 11);
-  const orch::orchestrator by_spec = orchestrate_test::make(24, 8);
-  orch::orchestrator erased = orchestrate_test::make(24, 8);
-  for (const std::string& phase : orch::orchestrator::phase_names(w)) {
-    orch::phase_policy p = by_spec.policy(phase);
-    const std::string label = orch::algorithm_label(p);
-    if (label == "lpt")
-      p.partitioner = orch::any_partitioner("lpt", mmbal::balance::lpt{});
-    else if (label == "padded")
-      p.partitioner = orch::any_partitioner("padded", padded_search_or_reject{});
-    REQUIRE(p.partitioner.has_value());
-    erased.set_policy(phase, p);
+  const orch::orchestrator typed = orchestrate_test::make(24, 8);
+  orch::orchestrator by_spec = orchestrate_test::make(24, 8);
+  const std::pair<const char*, const char*> specs[] = {
+      {"llm", "attention:alpha=1,beta=1.54e-05"}, {"image", "tokens"}, {"audio", "padded"}, {"video", "tokens"}};
+  for (const auto& [phase, cost] : specs) {
+    const std::string algorithm = std::string(phase) == "audio" ? "padded" : "lpt";
+    by_spec.set_policy(phase, mmbal::spec::policy_from_specs(phase, cost, algorithm));
+    CHECK(orch::describe(typed.policy(phase)) == orch::describe(by_spec.policy(phase)));
   }
-  const orch::orchestration a = by_spec.plan(w), b = erased.plan(w);
+  const orch::orchestration a = typed.plan(w), b = by_spec.plan(w);
   REQUIRE(a.phases.size() == b.phases.size());
   for (std::size_t k = 0; k < a.phases.size(); ++k) {
     CHECK(a.phases[k].balanced == b.phases[k].balanced);
@@ -124,12 +162,26 @@ TEST_CASE("a built-in partitioner through any_partitioner gives the spec path's 
   CHECK(a.fingerprint == b.fingerprint);
 }
 
+TEST_CASE("migrate_partitioner gets the phase's origins and bytes", "[orchestrate][partitioner]") {
+  const mmbal::workload w = orchestrate_test::omni(500, 16, 21);
+  orch::orchestrator typed = orchestrate_test::make(16, 4), by_spec = orchestrate_test::make(16, 4);
+  typed.set_policy("llm", {orch::phase_balancer(mmbal::balance::migrate_partitioner{{0.05}}, mmbal::cost::tokens{})});
+  by_spec.set_policy("llm", mmbal::spec::policy_from_specs("llm", "tokens", "migrate:eps=0.05"));
+  const orch::orchestration a = typed.plan(w), b = by_spec.plan(w);
+  CHECK(a.llm().report.algorithm.rfind("migrate:eps=0.05", 0) == 0);  // printed with full precision
+  CHECK(a.llm().report.algorithm == b.llm().report.algorithm);
+  CHECK(a.llm().balanced == b.llm().balanced);
+  CHECK(a.fingerprint == b.fingerprint);
+  // Locality: it moves fewer bytes than lpt under the same cost.
+  orch::orchestrator plain = orchestrate_test::make(16, 4);
+  plain.set_policy("llm", {orch::phase_balancer(mmbal::balance::lpt{}, mmbal::cost::tokens{})});
+  CHECK(a.llm().report.moved_bytes < plain.plan(w).llm().report.moved_bytes);
+}
+
 TEST_CASE("a partitioner that breaks its contract is rejected naming the phase", "[orchestrate][partitioner]") {
   const mmbal::workload w = orchestrate_test::omni(100, 4, 5);
   orch::orchestrator o = orchestrate_test::make(4, 2);
-  orch::phase_policy p = orch::default_policy("llm");
-  p.partitioner = orch::any_partitioner("broken", too_many_bins{});
-  o.set_policy("llm", p);
+  o.set_policy("llm", {orch::phase_balancer(too_many_bins{}, mmbal::cost::tokens{})});
   CHECK_THROWS_WITH(o.plan(w),
                     Catch::Contains("phase 'llm'") && Catch::Contains("broken") && Catch::Contains("5 bins"));
 }

@@ -15,11 +15,11 @@
 // `golden` of tests/tool/tool_test.py (ctest tool_golden): a change there updates both tables.
 #include "support.hpp"
 
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -101,7 +101,7 @@ TEST_CASE("golden: balance results on a fixed omni workload", "[orchestrate][gol
     mmbal::balance::problem p{items.weights, 24};
     p.origin = items.origin;
     const mmbal::assignment a =
-        mmbal::balance::solve(mmbal::balance::parse_algorithm(row.algorithm), mmbal::cost::parse_cost(row.cost), p);
+        mmbal::spec::solve(mmbal::spec::parse_algorithm(row.algorithm), mmbal::spec::parse_cost(row.cost), p);
     REQUIRE_NOTHROW(a.validate());
     const std::uint64_t h = assignment_hash(a);
     if (print) {
@@ -136,7 +136,7 @@ TEST_CASE("golden: orchestrator plan fingerprints on fixed workloads", "[orchest
     o.bytes_per_token = 2;
     o.threads = 1;
     mmbal::orchestrate::orchestrator orch(o);
-    orch.set_policy("llm", mmbal::orchestrate::policy_from_specs("llm", "", row.llm_algorithm));
+    orch.set_policy("llm", mmbal::spec::policy_from_specs("llm", "", row.llm_algorithm));
     const mmbal::orchestrate::orchestration plan = orch.plan(w);
     const std::uint64_t f = mmbal::orchestrate::orchestrator::plan_fingerprint(plan);
     REQUIRE(f == plan.fingerprint);

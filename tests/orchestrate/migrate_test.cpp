@@ -11,8 +11,8 @@ TEST_CASE("orchestrator: migrate in every phase moves fewer bytes than lpt at a 
     auto lpt = make(d, c);
     auto mig = make(d, c);
     for (const auto& name : orchestrator::phase_names(w)) {
-      lpt.set_policy(name, mmbal::orchestrate::policy_from_specs(name, "tokens", "lpt"));
-      mig.set_policy(name, mmbal::orchestrate::policy_from_specs(name, "tokens", "migrate:eps=0.05"));
+      lpt.set_policy(name, mmbal::spec::policy_from_specs(name, "tokens", "lpt"));
+      mig.set_policy(name, mmbal::spec::policy_from_specs(name, "tokens", "migrate:eps=0.05"));
     }
     const auto a = lpt.plan(w);
     const auto b = mig.plan(w);

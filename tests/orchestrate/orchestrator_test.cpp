@@ -303,10 +303,10 @@ TEST_CASE("orchestrator: the fingerprint is reproducible and tracks plans and po
   for (std::size_t k = 0; k < a.phases.size(); ++k) REQUIRE(a.phases[k].forward == b.phases[k].forward);
 
   auto changed_llm = make(d, c);
-  changed_llm.set_policy("llm", mmbal::orchestrate::policy_from_specs("llm", "tokens", "greedy-ascending"));
+  changed_llm.set_policy("llm", mmbal::spec::policy_from_specs("llm", "tokens", "greedy-ascending"));
   REQUIRE(changed_llm.plan(w).fingerprint != a.fingerprint);
   auto changed_image = make(d, c);
-  changed_image.set_policy("image", mmbal::orchestrate::policy_from_specs("image", "attention:alpha=1,beta=0.001", ""));
+  changed_image.set_policy("image", mmbal::spec::policy_from_specs("image", "attention:alpha=1,beta=0.001", ""));
   REQUIRE(changed_image.plan(w).fingerprint != a.fingerprint);
   REQUIRE(make(d, c, 3).plan(w).fingerprint != a.fingerprint);  // sizes change
   auto moved = w;
@@ -362,9 +362,9 @@ TEST_CASE("orchestrator: bad configuration and input are rejected with a clear e
   phase_policy nan_cap;
   nan_cap.capacity = std::nan("");
   REQUIRE_THROWS_WITH(o.set_policy("llm", nan_cap), Catch::Contains("capacity"));
-  REQUIRE_THROWS_WITH(mmbal::orchestrate::policy_from_specs("audio", "nonsense", ""),
+  REQUIRE_THROWS_WITH(mmbal::spec::policy_from_specs("audio", "nonsense", ""),
                       Catch::Contains("audio") && Catch::Contains("nonsense"));
-  REQUIRE_THROWS_WITH(mmbal::orchestrate::policy_from_specs("image", "", "lpt+shuffle"),
+  REQUIRE_THROWS_WITH(mmbal::spec::policy_from_specs("image", "", "lpt+shuffle"),
                       Catch::Contains("image") && Catch::Contains("shuffle"));
 
   auto w = omni(40, 4, 9);

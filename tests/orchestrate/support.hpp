@@ -4,6 +4,7 @@
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/pack.hpp>
+#include <mmbal/spec/policy.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 
@@ -47,7 +48,7 @@ inline orchestrator make(mmbal::rank_t ranks, mmbal::rank_t per_node, std::uint6
 // order (a different order than the library's slot order: the values agree up to rounding).
 inline std::vector<double> recompute_loads(const std::vector<mmbal::length_t>& weights,
                                            const std::vector<mmbal::rank_t>& rank_of, mmbal::rank_t ranks,
-                                           const mmbal::cost::any_cost& cost) {
+                                           const mmbal::spec::any_cost& cost) {
   std::vector<std::vector<mmbal::length_t>> per(ranks);
   for (std::size_t i = 0; i < weights.size(); ++i) per[rank_of[i]].push_back(weights[i]);
   std::vector<double> loads(ranks);
@@ -117,8 +118,10 @@ inline void check_phase(const mmbal::workload& w, const orchestration& o, const 
     REQUIRE(p.forward.source[i].slot == next[origin[i]]++);
   }
   // Loads equal loads recomputed from the rearrangement with the phase's cost.
-  const auto after = recompute_loads(weights, ranks_of(p.forward.destination), d, p.policy.cost);
-  const auto before = recompute_loads(weights, origin, d, p.policy.cost);
+  // The cost read back from its name in the report (built-in costs name themselves by spec).
+  const mmbal::spec::any_cost cost = mmbal::spec::parse_cost(p.report.cost);
+  const auto after = recompute_loads(weights, ranks_of(p.forward.destination), d, cost);
+  const auto before = recompute_loads(weights, origin, d, cost);
   REQUIRE(p.report.loads_after.size() == d);
   double mx = 0, mx_before = 0, total = 0;
   for (mmbal::rank_t r = 0; r < d; ++r) {
@@ -131,6 +134,8 @@ inline void check_phase(const mmbal::workload& w, const orchestration& o, const 
   REQUIRE(p.report.max_after == Approx(mx).epsilon(1e-12).margin(1e-9));
   REQUIRE(p.report.max_before == Approx(mx_before).epsilon(1e-12).margin(1e-9));
   REQUIRE(p.report.mean == Approx(total / d).epsilon(1e-12).margin(1e-9));
+  REQUIRE(p.report.imbalance_after == (p.report.mean > 0 ? p.report.max_after / p.report.mean : 1.0));
+  REQUIRE(p.report.imbalance_before == (p.report.mean_before > 0 ? p.report.max_before / p.report.mean_before : 1.0));
   REQUIRE(p.report.lower_bound <= p.report.max_after * (1 + 1e-12) + 1e-9);
   // Traffic recomputed from the plan: bytes = weight × bytes per token.
   std::uint64_t moved = 0, moved_bytes = 0, inter = 0;

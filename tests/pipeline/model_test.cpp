@@ -13,7 +13,8 @@ using mmbal::pipeline::pipeline_module;
 
 namespace {
 
-pipeline_module make(std::string phase, double share, bool trainable, mmbal::cost::any_cost c = mmbal::cost::tokens{}) {
+pipeline_module make(std::string phase, double share, bool trainable,
+                     mmbal::cost::any_batch_cost c = mmbal::cost::tokens{}) {
   pipeline_module m;
   m.name = phase;
   m.kind = phase == "llm" ? module_kind::llm : module_kind::encoder;

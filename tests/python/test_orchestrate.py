@@ -143,6 +143,12 @@ def test_default_policies_and_reports():
     rep = o.report("llm")
     assert rep["cost"] == cost and rep["items"] == 2
     assert rep["max_after"] <= rep["max_before"]
+    # The library computes the imbalance once; the dict only carries it.
+    loads = rep["loads_after"]
+    assert rep["mean"] == pytest.approx(sum(loads) / len(loads))
+    assert rep["imbalance_after"] == pytest.approx(max(loads) / rep["mean"] if rep["mean"] > 0 else 1.0)
+    before = rep["loads_before"]
+    assert rep["imbalance_before"] == pytest.approx(max(before) / rep["mean_before"] if rep["mean_before"] > 0 else 1.0)
 
 
 def test_empty_workload_has_only_the_llm_phase():

@@ -13,11 +13,11 @@
 // Usage: mmbal_soak [instances per algorithm and transport, default 100000] [seed, default 1]
 #include "transport/random_plans.hpp"
 
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/transport/concepts.hpp>
 #include <mmbal/transport/loopback.hpp>
 #ifdef MMBAL_SOAK_MPI
@@ -49,11 +49,11 @@ void fail(tally& t, const std::string& what) {
   if (printed_failures++ < 20) std::fprintf(stderr, "soak: FAILED %s\n", what.c_str());
 }
 
-[[maybe_unused]] cost::any_cost random_cost(rng_engine& g, balance::algorithm_kind k) {
-  using balance::algorithm_kind;
+[[maybe_unused]] spec::any_cost random_cost(rng_engine& g, spec::algorithm_kind k) {
+  using spec::algorithm_kind;
   const double beta = uniform01(g) * 1e-3;
   if (k == algorithm_kind::padded)
-    return uniform_below(g, 2) ? cost::any_cost{cost::padded{}} : cost::any_cost{cost::padded_attention{1.0, beta}};
+    return uniform_below(g, 2) ? spec::any_cost{cost::padded{}} : spec::any_cost{cost::padded_attention{1.0, beta}};
   if (k == algorithm_kind::conv) return cost::conv_attention{uniform01(g) * 1e-3};
   const auto pick = uniform_below(g, k == algorithm_kind::kk ? 4 : 7);
   switch (pick) {
@@ -82,13 +82,13 @@ void fail(tally& t, const std::string& what) {
 }
 
 /// One random balancing instance of algorithm `base`; returns false on a violation.
-[[maybe_unused]] void soak_balance(rng_engine& g, balance::algorithm_kind base, tally& t, std::uint64_t instance) {
-  balance::algorithm_spec spec;
+[[maybe_unused]] void soak_balance(rng_engine& g, spec::algorithm_kind base, tally& t, std::uint64_t instance) {
+  spec::algorithm_spec spec;
   spec.base = base;
   spec.refine = uniform_below(g, 2) == 1;
-  if (base == balance::algorithm_kind::tolerance) spec.tolerance = uniform01(g) * 200;
-  if (base == balance::algorithm_kind::migrate) spec.epsilon = uniform01(g) * 0.01;
-  const cost::any_cost c = random_cost(g, base);
+  if (base == spec::algorithm_kind::tolerance) spec.tolerance = uniform01(g) * 200;
+  if (base == spec::algorithm_kind::migrate) spec.epsilon = uniform01(g) * 0.01;
+  const spec::any_cost c = random_cost(g, base);
   const auto bins = static_cast<rank_t>(1 + uniform_below(g, 32));
   const auto n = static_cast<std::size_t>(uniform_below(g, 8 * bins + 8));
   std::vector<length_t> weights(n);
@@ -115,13 +115,13 @@ void fail(tally& t, const std::string& what) {
         std::visit([&](const auto& f) { return lower_bound(weights, bins, f); }, c) * (1.0 + uniform01(g));
   assignment a;
   try {
-    a = balance::solve(spec, c, p);
+    a = spec::solve(spec, c, p);
   } catch (const invalid_input&) {
     ++t.rejected;
     return;
   }
-  const std::string where = "instance " + std::to_string(instance) + " (" + balance::to_spec(spec) + ", cost " +
-                            cost::to_spec(c) + ", " + std::to_string(n) + " items on " + std::to_string(bins) +
+  const std::string where = "instance " + std::to_string(instance) + " (" + spec::to_spec(spec) + ", cost " +
+                            spec::to_spec(c) + ", " + std::to_string(n) + " items on " + std::to_string(bins) +
                             " bins)";
   try {
     a.validate();
@@ -245,14 +245,14 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   if (!root) return failed == 0 ? 0 : 1;
 #else
-  using balance::algorithm_kind;
+  using spec::algorithm_kind;
   for (const algorithm_kind k :
        {algorithm_kind::lpt, algorithm_kind::greedy_ascending, algorithm_kind::padded, algorithm_kind::tolerance,
         algorithm_kind::conv, algorithm_kind::kk, algorithm_kind::migrate}) {
     tally t;
     auto g = make_rng(seed, static_cast<std::uint64_t>(k) + 1);
     for (std::uint64_t i = 0; i < count; ++i) soak_balance(g, k, t, i);
-    report("algorithm " + std::string(balance::algorithm_name(k)) + " (+refine half)", t);
+    report("algorithm " + std::string(spec::algorithm_name(k)) + " (+refine half)", t);
   }
   tally loop;
   auto g = make_rng(seed, 100);

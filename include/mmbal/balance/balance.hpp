@@ -13,5 +13,4 @@
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/balance/tolerance_lpt.hpp>

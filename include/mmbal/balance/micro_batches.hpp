@@ -116,7 +116,7 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 }  // namespace detail
 
 /// Splits a global batch over `ranks` × `micro_batches` batches (items may go to any rank):
-/// 1. LPT into d·m bins (`lpt`, any cost);
+/// 1. `part` (default `lpt`; any `partitioner` for the cost) into d·m bins;
 /// 2. sort the bins by cost descending (ties by bin index) and cut the sorted list into m
 ///    rounds of d consecutive bins — round k is micro-batch k, so each round holds bins of
 ///    similar cost and Σ_k max_r is small;
@@ -128,16 +128,17 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 ///   Σ c / d + max c ≤ 2 × optimum (each round's max is at most its mean plus its spread, and
 ///   the spreads of consecutive sorted rounds add up to at most the total spread).
 /// - Complexity: O(n log n + d·m log(d·m)).
-/// - Slot order: LPT placement order within each (rank, micro-batch) (heaviest first).
+/// - Slot order: the partitioner's (lpt: placement order, heaviest first).
 /// - Errors (`invalid_input`): ranks = 0, micro_batches = 0, ranks × micro_batches ≥ 2^32.
 /// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
-template <batch_cost C>
+template <batch_cost C, class P = lpt>
+requires partitioner<P, C>
 [[nodiscard]] micro_batch_plan split_micro_batches(std::span<const length_t> weights, rank_t ranks,
-                                                   std::uint32_t micro_batches, const C& cost) {
+                                                   std::uint32_t micro_batches, const C& cost, const P& part = {}) {
   detail::check_micro_batches("split_micro_batches", ranks, micro_batches);
   const rank_t bins = ranks * micro_batches;
-  const assignment a = lpt{}(weights, bins, cost);
+  const assignment a = part(weights, bins, cost, constraints{});
   const std::vector<double> bin_cost = bin_loads(a, weights, cost);
   std::vector<rank_t> sorted(bins);
   std::iota(sorted.begin(), sorted.end(), rank_t{0});
@@ -169,19 +170,20 @@ template <batch_cost C>
 }
 
 /// Splits each rank's items into `micro_batches` micro-batches, keeping every item on the rank
-/// `p` gives it (e.g. after a DP balancer): each rank's items go by LPT into m bins, each
+/// `p` gives it (e.g. after a DP balancer): each rank's items go by `part` (default `lpt`) into m bins, each
 /// rank's bins are sorted by cost descending (ties by bin index), and micro-batch k of every
 /// rank is its k-th costliest bin. Aligning sorted columns minimises Σ_k max_r over all ways
 /// to order each rank's bins (an exchange argument: swapping two rounds of one rank that are
 /// out of order never lowers the sum).
 ///
 /// - Complexity: O(n log n + d·m log m).
-/// - Slot order: LPT placement order within each (rank, micro-batch).
+/// - Slot order: the partitioner's within each (rank, micro-batch) (lpt: placement order).
 /// - Errors (`invalid_input`): micro_batches = 0, `p.bins` = 0, sizes that differ.
 /// @see docs/DESIGN.md §5.1 `split_micro_batches(weights, partition, m, cost)`.
-template <batch_cost C>
+template <batch_cost C, class P = lpt>
+requires partitioner<P, C>
 [[nodiscard]] micro_batch_plan split_micro_batches(std::span<const length_t> weights, const partition& p,
-                                                   std::uint32_t micro_batches, const C& cost) {
+                                                   std::uint32_t micro_batches, const C& cost, const P& part = {}) {
   detail::check_micro_batches("split_micro_batches", p.bins, micro_batches);
   if (p.bin_of.size() != weights.size())
     mmbal::detail::throw_invalid("split_micro_batches: partition has ", p.bin_of.size(), " items, weights ",
@@ -200,7 +202,7 @@ template <batch_cost C>
   for (rank_t r = 0; r < ranks; ++r) {
     local.clear();
     for (item_id i : members[r]) local.push_back(weights[i]);
-    const assignment a = lpt{}(local, micro_batches, cost);
+    const assignment a = part(local, micro_batches, cost, constraints{});
     const std::vector<double> c = bin_loads(a, local, cost);
     std::iota(sorted.begin(), sorted.end(), 0u);
     std::sort(sorted.begin(), sorted.end(),

@@ -11,6 +11,7 @@
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
@@ -23,6 +24,7 @@
 #include <queue>
 #include <set>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace mmbal::balance {
@@ -461,5 +463,21 @@ template <batch_cost C>
                                      const constraints& limits = {}, const migrate_options& opts = {}) {
   return detail::migrate_impl(weights, origin, item_bytes, bins, cost, limits, opts);
 }
+
+/// `migrate` as a `problem_partitioner` (it needs the problem's origins and item bytes), so
+/// that the orchestrator runs it like any other partitioner. Named `migrate:eps=<epsilon>`.
+/// The problem's `ranks_per_node`, when set (non-zero), replaces `options.ranks_per_node`.
+struct migrate_partitioner {
+  migrate_options options{};
+
+  template <batch_cost C>
+  [[nodiscard]] assignment operator()(const problem& p, const C& cost) const {
+    migrate_options o = options;
+    if (p.ranks_per_node != 0) o.ranks_per_node = p.ranks_per_node;
+    return migrate(p.weights, p.origin, p.item_bytes, p.bins, cost, p.limits, o).placement;
+  }
+  /// The canonical spec, e.g. `migrate:eps=0.001`.
+  [[nodiscard]] std::string name() const { return mmbal::detail::concat("migrate:eps=", options.epsilon); }
+};
 
 }  // namespace mmbal::balance

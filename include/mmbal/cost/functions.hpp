@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// Batch-length functions (docs/DESIGN.md §4 table). Each is a `batch_cost` over `batch_stats`.
-/// Every value is a double computed in a fixed order, so it is identical on every rank.
+/// Every value is a double computed in a fixed order, so it is identical on every rank. Each
+/// cost names itself (`name()`: its canonical spec, which `spec::parse_cost` reads back).
 /// @see OrchMLLM §5.1 eq. (1)–(2) and appendix A; LoongForge §2.1.
 
 #include <mmbal/core/concepts.hpp>
@@ -9,6 +10,7 @@
 #include <mmbal/cost/validate.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace mmbal::cost {
 
@@ -24,6 +26,8 @@ struct stats_cost_base {
 struct tokens : stats_cost_base {
   [[nodiscard]] double value(const state& s) const noexcept { return static_cast<double>(s.sum); }
   [[nodiscard]] double item(length_t l) const noexcept { return static_cast<double>(l); }
+  /// The canonical spec (docs/DESIGN.md §6), as reports and fingerprints show the cost.
+  [[nodiscard]] std::string name() const { return "tokens"; }
 };
 
 /// `padded`: b · max l — a batch padded to its longest item. @see OrchMLLM eq. (2), Alg. 2.
@@ -32,6 +36,7 @@ struct padded : stats_cost_base {
   [[nodiscard]] double padded_value(std::uint64_t count, length_t max_length) const noexcept {
     return static_cast<double>(count) * static_cast<double>(max_length);
   }
+  [[nodiscard]] std::string name() const { return "padded"; }
 };
 
 /// `attention{alpha, beta}`: α Σl + β Σl² — unpadded Transformer, linear layers plus
@@ -50,6 +55,7 @@ class attention : public stats_cost_base {
   }
   [[nodiscard]] double alpha() const noexcept { return alpha_; }
   [[nodiscard]] double beta() const noexcept { return beta_; }
+  [[nodiscard]] std::string name() const { return detail::concat("attention:alpha=", alpha_, ",beta=", beta_); }
 
  private:
   double alpha_, beta_;
@@ -72,6 +78,7 @@ class padded_attention : public stats_cost_base {
   }
   [[nodiscard]] double alpha() const noexcept { return alpha_; }
   [[nodiscard]] double beta() const noexcept { return beta_; }
+  [[nodiscard]] std::string name() const { return detail::concat("padded-attention:alpha=", alpha_, ",beta=", beta_); }
 
  private:
   double alpha_, beta_;
@@ -89,6 +96,7 @@ class conv_attention : public stats_cost_base {
     return static_cast<double>(s.sum) + lambda_ * static_cast<double>(s.count) * (m * m);
   }
   [[nodiscard]] double lambda() const noexcept { return lambda_; }
+  [[nodiscard]] std::string name() const { return detail::concat("conv:lambda=", lambda_); }
 
  private:
   double lambda_;
@@ -113,6 +121,7 @@ class fitted : public stats_cost_base {
   [[nodiscard]] double x() const noexcept { return x_; }
   [[nodiscard]] double y() const noexcept { return y_; }
   [[nodiscard]] double z() const noexcept { return z_; }
+  [[nodiscard]] std::string name() const { return detail::concat("fitted:x=", x_, ",y=", y_, ",z=", z_); }
 
  private:
   double x_, y_, z_;
@@ -147,6 +156,12 @@ class flops : public stats_cost_base {
   [[nodiscard]] const model_config& model() const noexcept { return model_; }
   /// The equivalent `attention` cost (α, β as derived above).
   [[nodiscard]] const attention& as_attention() const noexcept { return attention_; }
+  [[nodiscard]] std::string name() const {
+    const model_config& m = model_;
+    return detail::concat("flops:hidden=", m.hidden, ",ffn=", m.ffn, ",heads=", m.heads, ",kv_heads=", m.kv_heads,
+                          ",layers=", m.layers, ",causal=", m.causal ? "true" : "false",
+                          ",gated=", m.gated_mlp ? "true" : "false", ",backward=", m.backward ? "true" : "false");
+  }
 
  private:
   static attention derive(const model_config& m) {

@@ -6,12 +6,10 @@
 /// @see OrchMLLM §6 (MLLM Global Orchestrator), §5.2 (Node-wise All-to-All Communicator), §8.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/parallel.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/composition.hpp>
@@ -22,14 +20,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 namespace mmbal::orchestrate {
@@ -62,25 +57,53 @@ struct orchestrator_options {
 
 /// What one phase's balancing achieved (units: the phase's cost for loads, bytes for traffic).
 /// Traffic is that of the final (relabeled) forward plan, origin → balanced ranks; the
-/// backward plan moves the same amounts back.
+/// backward plan moves the same amounts back. Computed once, by the orchestrator; the tool and
+/// the Python module only serialize it (`for_each_field` lists every field).
 struct phase_report {
   std::string name;                  ///< "llm" or the modality name
-  std::string cost;                  ///< canonical cost spec
-  std::string algorithm;             ///< canonical algorithm spec
+  std::string cost;                  ///< the cost's name (`phase_balancer::cost_name`)
+  std::string algorithm;             ///< the algorithm's name (`phase_balancer::name`)
   std::uint64_t items = 0;           ///< samples (llm) or segments of the modality
   std::vector<double> loads_before;  ///< per-rank cost at the origin placement
   std::vector<double> loads_after;   ///< per-rank cost after balancing and relabeling
   double max_before = 0;
   double max_after = 0;
   double mean_before = 0;
-  double mean = 0;         ///< mean of `loads_after` (differs from mean_before for non-additive costs)
-  double lower_bound = 0;  ///< `lower_bound` (or `equal_count_lower_bound` under equal counts)
+  double mean = 0;              ///< mean of `loads_after` (differs from mean_before for non-additive costs)
+  double lower_bound = 0;       ///< `lower_bound` (or `equal_count_lower_bound` under equal counts)
+  double imbalance_before = 1;  ///< max_before / mean_before (1 when the mean is 0)
+  double imbalance_after = 1;   ///< max_after / mean (1 when the mean is 0)
   std::uint64_t moved_items = 0;
   std::uint64_t moved_bytes = 0;
   std::uint64_t inter_node_bytes = 0;
   std::uint64_t inter_node_max_identity = 0;   ///< max per-rank inter-node volume, σ = identity
   std::uint64_t inter_node_max_relabeled = 0;  ///< the same with the chosen σ (≤ identity's)
 };
+
+/// Calls `f(key, value)` for every field of `r`, in declaration order, with the field's name
+/// as key (`std::string_view`) and a const reference to its value: one field list for every
+/// serializer (the Python module's `report` dict; a JSON writer picks its keys by name).
+template <class F>
+void for_each_field(const phase_report& r, F&& f) {
+  f(std::string_view("name"), r.name);
+  f(std::string_view("cost"), r.cost);
+  f(std::string_view("algorithm"), r.algorithm);
+  f(std::string_view("items"), r.items);
+  f(std::string_view("loads_before"), r.loads_before);
+  f(std::string_view("loads_after"), r.loads_after);
+  f(std::string_view("max_before"), r.max_before);
+  f(std::string_view("max_after"), r.max_after);
+  f(std::string_view("mean_before"), r.mean_before);
+  f(std::string_view("mean"), r.mean);
+  f(std::string_view("lower_bound"), r.lower_bound);
+  f(std::string_view("imbalance_before"), r.imbalance_before);
+  f(std::string_view("imbalance_after"), r.imbalance_after);
+  f(std::string_view("moved_items"), r.moved_items);
+  f(std::string_view("moved_bytes"), r.moved_bytes);
+  f(std::string_view("inter_node_bytes"), r.inter_node_bytes);
+  f(std::string_view("inter_node_max_identity"), r.inter_node_max_identity);
+  f(std::string_view("inter_node_max_relabeled"), r.inter_node_max_relabeled);
+}
 
 /// One phase's plan and everything it was derived from.
 struct phase_plan {
@@ -134,6 +157,14 @@ struct orchestration {
   [[nodiscard]] const phase_plan& llm() const { return phases.back(); }
 };
 
+/// Buffers `orchestrator::plan` reuses from one call to the next, owned by the caller (one per
+/// thread that plans): the node-wise relabeling's buffers of every phase (`relabel_workspace`,
+/// up to 80 B per item), so that the next step's plan does not fault in fresh pages. Holds no
+/// result: any workspace, fresh or used, gives the same plan.
+struct plan_workspace {
+  std::vector<relabel_workspace> relabel;  ///< one per phase of the last plan
+};
+
 namespace detail {
 
 /// FNV-1a of a string, to fold names and specs into a fingerprint portably.
@@ -154,8 +185,8 @@ namespace detail {
 /// 1. for every encoder modality with at least one segment, in modality-id order, and then
 ///    for the LLM phase (items = samples, weight = the full interleaved length, OrchMLLM §6
 ///    "Subsequences assembly"): the phase's items, their bytes, the partitioner's assignment
-///    Π under the phase's policy (`balance::solve`, with origins, bytes and ranks_per_node so
-///    `migrate` can keep items local), node-wise relabeling σ of its batches
+///    Π under the phase's policy (its `phase_balancer`, with origins, bytes and ranks_per_node so
+///    `migrate_partitioner` can keep items local), node-wise relabeling σ of its batches
 ///    (`relabel_nodewise`, on the phase's own forward traffic), and the forward rearrangement
 ///    origin → σ(Π);
 /// 2. for every encoder phase, the composed plan Π_M ∘ Π_E⁻¹ that carries its outputs from
@@ -172,10 +203,11 @@ namespace detail {
 /// per modality (an output that moves in one hop moves in at least one of the two).
 /// Deterministic: the same workload and configuration give bit-identical results on every
 /// rank, for any `threads`. Concurrency: the phases of step 1 run on up to
-/// `orchestrator_options::threads` threads, then the composed plans of step 2. Several threads
-/// may call `plan` at once. Memory: the orchestrator keeps the relabeling's buffers between
-/// calls (`relabel_workspace`, up to 80 B per item of every phase) so that the next step's plan
-/// does not fault in fresh pages; a concurrent call uses temporary buffers instead. Complexity: per phase
+/// `orchestrator_options::threads` threads, then the composed plans of step 2. `plan` is
+/// `const` and keeps no state: several threads may call it at once, each with its own output
+/// and `plan_workspace`. Memory: a caller that plans every step passes its previous
+/// orchestration and a `plan_workspace` back in, so the next step reuses their buffers.
+/// Complexity: per phase
 /// the partitioner's cost (O(n log n + n log d) for lpt) plus O(n log n + d log d) for
 /// relabeling and composition; wall time ≈ that of the largest phase where cores are free.
 /// Memory O(n + d) per phase.
@@ -227,11 +259,19 @@ class orchestrator {
     return out;
   }
 
-  /// The same into `out`, reusing its buffers: pass the previous step's orchestration (once
-  /// it is no longer needed) and this step's plan does not fault in fresh memory for its
-  /// items, sizes, rearrangements and composed plans. The result equals `plan(w)` whatever
-  /// `out` held; if planning throws, `out` is left in a valid but unspecified state.
+  /// The same into `out`, reusing its buffers, with a fresh workspace.
   void plan(const workload& w, orchestration& out) const {
+    plan_workspace workspace;
+    plan(w, out, workspace);
+  }
+
+  /// The same into `out`, reusing its buffers and those of `workspace`: pass the previous
+  /// step's orchestration (once it is no longer needed) and the same workspace, and this
+  /// step's plan does not fault in fresh memory for its items, sizes, relabeling,
+  /// rearrangements and composed plans (the steady-state path). The result equals `plan(w)`
+  /// whatever `out` and `workspace` held; if planning throws, both are left valid but
+  /// unspecified. One workspace serves one call at a time.
+  void plan(const workload& w, orchestration& out, plan_workspace& workspace) const {
     const std::vector<std::string> names = scan_workload(w, options_.ranks);
     const std::size_t encoders = names.size() - 1;
     out.ranks = options_.ranks;
@@ -239,10 +279,7 @@ class orchestrator {
     out.samples = w.samples.size();
     out.bytes_per_token = options_.bytes_per_token;
     out.phases.resize(names.size());
-    // The relabeling buffers of the previous call, unless another call holds them now.
-    std::unique_lock lock(scratch_->mutex, std::try_to_lock);
-    std::vector<relabel_workspace> temporary;
-    std::vector<relabel_workspace>& workspaces = lock.owns_lock() ? scratch_->relabel : temporary;
+    std::vector<relabel_workspace>& workspaces = workspace.relabel;
     if (workspaces.size() < names.size()) workspaces.resize(names.size());
     // The LLM phase (stored last) starts first: it has the most items.
     parallel_for_index(names.size(), options_.threads, [&](std::size_t t) {
@@ -264,7 +301,7 @@ class orchestrator {
   }
 
   /// The 64-bit fingerprint of an orchestration, recomputed from its plans: folds, in plan
-  /// order, every phase's name, cost and algorithm spec and `fingerprint(forward, item_bytes)`,
+  /// order, every phase's name, cost and algorithm name and `fingerprint(forward, item_bytes)`,
   /// then every composed plan's `fingerprint(composed, item_bytes)`, with
   /// `combine_fingerprints`. `plan` stores it in `orchestration::fingerprint`. Identical on
   /// every rank for identical plans; changes when any destination, size or policy changes.
@@ -349,15 +386,7 @@ class orchestrator {
     prob.item_bytes = p.item_bytes;
     prob.ranks_per_node = options_.ranks_per_node;
     try {
-      if (p.policy.partitioner) {
-        p.balanced = (*p.policy.partitioner)(prob.weights, prob.bins, p.policy.cost, prob.limits);
-        if (p.balanced.bins != d || p.balanced.size() != n)
-          mmbal::detail::throw_invalid("the partitioner returned ", p.balanced.size(), " items on ", p.balanced.bins,
-                                       " bins for ", n, " items on ", d, " ranks");
-        p.balanced.validate();  // a user's partitioner is checked, the built-in ones are tested
-      } else {
-        p.balanced = balance::solve(p.policy.algorithm, p.policy.cost, prob);
-      }
+      p.balanced = p.policy.balancer.balance(prob);  // checks size and bins; validates a user's partitioner
     } catch (const invalid_input& e) {
       mmbal::detail::throw_invalid("phase '", name, "' (", describe(p.policy), "): ", e.what());
     }
@@ -389,28 +418,25 @@ class orchestrator {
 
     phase_report& r = p.report;
     r.name = name;
-    r.cost = cost::to_spec(p.policy.cost);
-    r.algorithm = algorithm_label(p.policy);
+    r.cost = p.policy.balancer.cost_name();
+    r.algorithm = p.policy.balancer.name();
     r.items = n;
     std::vector<rank_t> final_ranks(n);
     for (std::size_t i = 0; i < n; ++i) final_ranks[i] = p.forward.destination[i].rank;
-    std::visit(
-        [&](const auto& c) {
-          // Both fold every rank's items in ascending item id (all built-in costs are
-          // order-independent up to rounding of Σl²).
-          const std::span<const length_t> weights(p.items.weights);
-          r.loads_before = bin_loads(std::span<const rank_t>(p.items.origin), d, weights, c);
-          r.loads_after = bin_loads(std::span<const rank_t>(final_ranks), d, weights, c);
-          r.lower_bound = p.policy.counts.kind == balance::count_cap::mode::equal
-                              ? equal_count_lower_bound(std::span<const length_t>(p.items.weights), d, c)
-                              : lower_bound(std::span<const length_t>(p.items.weights), d, c);
-        },
-        p.policy.cost);
+    // Every rank's items folded in ascending item id (all built-in costs are order-independent
+    // up to rounding of Σl²).
+    phase_loads loads = p.policy.balancer.measure(p.items.weights, p.items.origin, final_ranks, d,
+                                                  p.policy.counts.kind == balance::count_cap::mode::equal);
+    r.loads_before = std::move(loads.before);
+    r.loads_after = std::move(loads.after);
+    r.lower_bound = loads.lower_bound;
     const load_summary before = summarize_loads(r.loads_before), after = summarize_loads(r.loads_after);
     r.max_before = before.max;
     r.mean_before = before.mean;
     r.max_after = after.max;
     r.mean = after.mean;
+    r.imbalance_before = before.max_over_mean;
+    r.imbalance_after = after.max_over_mean;
     const traffic t = rearrangement_traffic(p.forward, p.item_bytes, options_.ranks_per_node);
     r.moved_items = t.moved_items;
     r.moved_bytes = t.moved_bytes;
@@ -420,16 +446,8 @@ class orchestrator {
     p.fingerprint = fingerprint(p.forward, p.item_bytes);
   }
 
-  /// Buffers kept between `plan` calls (shared by copies of this orchestrator; a call that
-  /// finds them in use works with temporary ones).
-  struct scratch {
-    std::mutex mutex;
-    std::vector<relabel_workspace> relabel;  ///< one per phase of the last plan
-  };
-
   orchestrator_options options_;
   std::map<std::string, phase_policy, std::less<>> policies_;
-  std::shared_ptr<scratch> scratch_ = std::make_shared<scratch>();
 };
 
 }  // namespace mmbal::orchestrate

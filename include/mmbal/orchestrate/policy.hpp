@@ -1,87 +1,210 @@
 #pragma once
 /// @file
-/// Per-phase policies of the multi-phase orchestrator (docs/DESIGN.md §5.5): which cost function,
-/// which partitioner and which constraints balance a phase, and the defaults that follow
-/// OrchMLLM's evaluation setup. @see OrchMLLM §6, §8 ("Input preprocessing"), §8.3.
+/// Per-phase policies of the multi-phase orchestrator (docs/DESIGN.md §5.5): which partitioner
+/// balances a phase under which cost, with which constraints, and the defaults that follow
+/// OrchMLLM's evaluation setup. A policy holds a `phase_balancer`: any partitioner and any cost
+/// (the library's or a user's), type-erased here, at the orchestrator's boundary, and nowhere
+/// below it. Spec strings (`"lpt+refine"`) are the tool's and the Python module's interface and
+/// live in `mmbal/spec/`, which this header does not include.
+/// @see OrchMLLM §6, §8 ("Input preprocessing"), §8.3.
 
 #include <mmbal/balance/constraints.hpp>
-#include <mmbal/balance/spec.hpp>
+#include <mmbal/balance/conv_lpt.hpp>
+#include <mmbal/balance/greedy_ascending.hpp>
+#include <mmbal/balance/karmarkar_karp.hpp>
+#include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
+#include <mmbal/balance/problem.hpp>
+#include <mmbal/balance/refine.hpp>
+#include <mmbal/balance/tolerance_lpt.hpp>
+#include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/core/types.hpp>
+#include <mmbal/cost/functions.hpp>
+#include <mmbal/cost/metrics.hpp>
 
-#include <functional>
+#include <concepts>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
+#include <vector>
 
 namespace mmbal::orchestrate {
 
+/// A policy object that names itself for reports and fingerprints: a member function `name()`
+/// (the built-in costs, `migrate_partitioner`; e.g. `attention:alpha=1,beta=0`) or a static
+/// `name` (the built-in partitioners, e.g. `lpt`).
+template <class T>
+concept self_named = requires(const T& t) {
+  { t.name() } -> std::convertible_to<std::string>;
+}
+|| requires {
+  { T::name } -> std::convertible_to<std::string_view>;
+};
+
+/// The name of a `self_named` object.
+template <self_named T>
+[[nodiscard]] std::string name_of(const T& t) {
+  if constexpr (requires { t.name(); })
+    return std::string(t.name());
+  else
+    return std::string(std::string_view(T::name));
+}
+
+/// What a phase's balancer can run: a copyable `balance::partitioner` for cost `C`, or a
+/// `balance::problem_partitioner` (one that needs origins and bytes, as `migrate` does).
+template <class P, class C>
+concept phase_partitioner = batch_cost<C> && std::copy_constructible<P> &&
+    (balance::partitioner<P, C> || balance::problem_partitioner<P, C>);
+
 namespace detail {
-template <class P, class Costs>
-inline constexpr bool partitions_every_cost = false;
-template <class P, class... Cs>
-inline constexpr bool partitions_every_cost<P, std::variant<Cs...>> = (balance::partitioner<P, Cs> && ...);
+/// Built-in partitioners, whose results the tests check; a user's are validated per call.
+template <class P>
+inline constexpr bool tested_partitioner = false;
+template <>
+inline constexpr bool tested_partitioner<balance::lpt> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::greedy_ascending> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::tolerance_lpt> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::padded_binary_search> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::conv_lpt> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::karmarkar_karp> = true;
+template <>
+inline constexpr bool tested_partitioner<balance::migrate_partitioner> = true;
 }  // namespace detail
 
-/// A partitioner the orchestrator can run on any phase: it models `balance::partitioner` for
-/// every built-in cost (`cost::any_cost`'s alternatives), e.g. a class whose call operator is a
-/// template over `batch_cost C`. Checked first against `cost::tokens`, so a type that is no
-/// partitioner at all is reported as such.
-template <class P>
-concept any_cost_partitioner = std::copy_constructible<P> && balance::partitioner<P, cost::tokens> &&
-    detail::partitions_every_cost<P, cost::any_cost>;
+/// Options of a `phase_balancer`.
+///
+/// - `refine`: run `balance::refine` (default options) after the partitioner (default false).
+/// - `algorithm_name`: the name reports and fingerprints show for the algorithm; empty = the
+///   partitioner's own (`name_of`) followed by `+refine` when `refine` (default empty).
+/// - `cost_name`: the same for the cost; empty = the cost's own (default empty).
+struct balancer_options {
+  bool refine = false;
+  std::string algorithm_name{};
+  std::string cost_name{};
+};
 
-/// A user's partitioner, type-erased at the orchestrator's boundary (docs/DESIGN.md §5.5, §8):
-/// holds a copy of any `any_cost_partitioner` and a name for reports and fingerprints. Calling
-/// it visits the phase's cost and calls the held partitioner with the concrete cost type, so the
-/// partitioner's own code stays generic and typed. Itself a `balance::partitioner` for every
-/// built-in cost. The orchestrator validates what it returns (size, bins, every item placed
-/// once) and throws `invalid_input` naming the phase and the name otherwise.
-class any_partitioner {
+/// Per-rank loads of one phase before and after balancing, under the phase's cost.
+struct phase_loads {
+  std::vector<double> before;  ///< per rank at the origin placement
+  std::vector<double> after;   ///< per rank at the final placement
+  double lower_bound = 0;      ///< `lower_bound`, or `equal_count_lower_bound` under equal counts
+};
+
+/// A typed (partitioner, cost) pair behind one interface: the orchestrator's boundary
+/// (docs/DESIGN.md §4, §5.5). Built from any `P`, `C` with `phase_partitioner<P, C>`; everything
+/// typed (the partitioner's call, `refine`, the bin costs of the report) runs inside, with the
+/// concrete types, so a user's partitioner or cost costs one indirect call per phase.
+///
+/// - `balance(problem)`: runs the partitioner (`balance::partition_problem`), then `refine`
+///   when asked. A user's partitioner's result is validated (right size and bins, every item
+///   once); the built-in ones are tested instead. Throws `invalid_input` naming the algorithm.
+/// - `measure(...)`: per-bin costs before/after and the lower bound, `cost/metrics.hpp`.
+/// - `name()`, `cost_name()`: as given in `balancer_options`, else the objects' own names.
+///   Throws `invalid_input` at construction when a name is empty (a type that is not
+///   `self_named` needs one in the options).
+/// Immutable and cheap to copy (shared state); safe to use from several threads.
+class phase_balancer {
  public:
-  /// Wraps `p` under `name` (shown as the phase's algorithm; must not be empty).
-  template <any_cost_partitioner P>
-  any_partitioner(std::string name, P p)
-      : name_(std::move(name)),
-        run_([p = std::move(p)](std::span<const length_t> weights, rank_t bins, const cost::any_cost& c,
-                                const balance::constraints& limits) {
-          return std::visit([&](const auto& concrete) -> assignment { return p(weights, bins, concrete, limits); }, c);
-        }) {
-    if (name_.empty()) mmbal::detail::throw_invalid("any_partitioner: empty name");
+  template <class P, batch_cost C>
+  requires phase_partitioner<P, C> phase_balancer(P partitioner, C cost, balancer_options options = {})
+      : name_(std::move(options.algorithm_name)), cost_name_(std::move(options.cost_name)) {
+    auto typed_model = std::make_shared<const typed<P, C>>(std::move(partitioner), std::move(cost), options.refine);
+    if constexpr (self_named<P>) {
+      if (name_.empty()) name_ = name_of(typed_model->part) + (options.refine ? "+refine" : "");
+    }
+    if constexpr (self_named<C>) {
+      if (cost_name_.empty()) cost_name_ = name_of(typed_model->cost);
+    }
+    model_ = std::move(typed_model);
+    if (name_.empty())
+      mmbal::detail::throw_invalid("phase_balancer: the partitioner has no name (give one with a static `name`, ",
+                                   "a `name()` member or balancer_options::algorithm_name)");
+    if (cost_name_.empty())
+      mmbal::detail::throw_invalid("phase_balancer: the cost has no name (give it a `name()` member or ",
+                                   "balancer_options::cost_name)");
   }
 
-  /// Runs the held partitioner with the concrete type of `c`.
-  [[nodiscard]] assignment operator()(std::span<const length_t> weights, rank_t bins, const cost::any_cost& c,
-                                      const balance::constraints& limits = {}) const {
-    return run_(weights, bins, c, limits);
+  /// Balances `p` (see the class comment). O(the partitioner's cost (+ refine's)).
+  [[nodiscard]] assignment balance(const balance::problem& p) const {
+    assignment a = model_->balance(p);
+    if (a.bins != p.bins || a.size() != p.weights.size())
+      mmbal::detail::throw_invalid("the partitioner '", name_, "' returned ", a.size(), " items on ", a.bins,
+                                   " bins for ", p.weights.size(), " items on ", p.bins, " bins");
+    return a;
   }
 
-  /// The name given at construction.
+  /// Per-bin costs of `weights` at `before` and `after` (bin per item, each < bins) and the
+  /// lower bound (equal-count bound when `equal_counts`). Folds every bin's items in ascending
+  /// item id. O(n + bins).
+  [[nodiscard]] phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
+                                    std::span<const rank_t> after, rank_t bins, bool equal_counts) const {
+    return model_->measure(weights, before, after, bins, equal_counts);
+  }
+
+  /// The algorithm's name, e.g. `lpt+refine`.
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// The cost's name, e.g. `tokens`.
+  [[nodiscard]] const std::string& cost_name() const noexcept { return cost_name_; }
 
  private:
+  struct model {
+    virtual ~model() = default;
+    [[nodiscard]] virtual assignment balance(const balance::problem& p) const = 0;
+    [[nodiscard]] virtual phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
+                                              std::span<const rank_t> after, rank_t bins, bool equal_counts) const = 0;
+  };
+
+  template <class P, class C>
+  struct typed final : model {
+    P part;
+    C cost;
+    bool refine;
+    typed(P p, C c, bool r) : part(std::move(p)), cost(std::move(c)), refine(r) {}
+    [[nodiscard]] assignment balance(const balance::problem& p) const override {
+      assignment a = balance::partition_problem(part, p, cost);
+      if constexpr (!detail::tested_partitioner<P>) {
+        if (a.bins == p.bins && a.size() == p.weights.size()) a.validate();
+      }
+      if (refine) a = balance::refine(p.weights, a, cost, p.limits);
+      return a;
+    }
+    [[nodiscard]] phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
+                                      std::span<const rank_t> after, rank_t bins, bool equal_counts) const override {
+      phase_loads out;
+      out.before = bin_loads(before, bins, weights, cost);
+      out.after = bin_loads(after, bins, weights, cost);
+      out.lower_bound =
+          equal_counts ? equal_count_lower_bound(weights, bins, cost) : mmbal::lower_bound(weights, bins, cost);
+      return out;
+    }
+  };
+
+  std::shared_ptr<const model> model_;
   std::string name_;
-  std::function<assignment(std::span<const length_t>, rank_t, const cost::any_cost&, const balance::constraints&)> run_;
+  std::string cost_name_;
 };
 
 /// How one phase is balanced.
 ///
-/// - `cost`: the batch-length function the phase's step time follows (default `tokens`).
-/// - `algorithm`: the partitioner spec (default `lpt`); `migrate:eps=...` keeps items where
-///   they are when that costs at most (1 + eps) × lpt's maximum.
-/// - `partitioner`: a user's partitioner (default none). When set it replaces `algorithm`: it
-///   gets the phase's weights, the rank count, the cost and the constraints (not the origins).
+/// - `balancer`: the partitioner and the cost the phase's step time follows (default `lpt`
+///   under `tokens`). `migrate_partitioner` keeps items where they are when that costs at
+///   most (1 + eps) × lpt's maximum.
 /// - `counts`: per-bin item-count limit (default none).
 /// - `capacity`: hard per-bin cost cap (default none).
 /// - `keep_groups`: items of samples with the same JSONL `group` stay on one rank
 ///   (default false: groups are ignored).
 struct phase_policy {
-  cost::any_cost cost = cost::tokens{};
-  balance::algorithm_spec algorithm = balance::parse_algorithm("lpt");
-  std::optional<any_partitioner> partitioner{};
+  phase_balancer balancer{balance::lpt{}, cost::tokens{}};
   balance::count_cap counts{};
   std::optional<double> capacity{};
   bool keep_groups = false;
@@ -95,49 +218,24 @@ inline constexpr double default_llm_beta = 1.54e-5;
 
 /// The default policy of a phase, following OrchMLLM §8:
 ///
-/// | phase            | cost                                   | algorithm | why |
+/// | phase            | cost                          | partitioner            | why |
 /// |---|---|---|---|
-/// | `llm`            | `attention:alpha=1,beta=1.54e-5`       | `lpt`     | full interleaved length, no padding,
-/// quadratic attention term | | `image`, `video` | `tokens`                               | `lpt`     | ViT patches
-/// batched along the sequence, no padding | | `audio`          | `padded`                               | `padded`  |
-/// Whisper batches clips with padding (OrchMLLM Alg. 2) | | any other        | `tokens`                               |
-/// `lpt`     | unknown encoder: unpadded |
+/// | `llm`            | `attention{1, 1.54e-5}`       | `lpt`                  | full interleaved length, no padding,
+/// quadratic attention term | | `image`, `video` | `tokens`                      | `lpt`                  | ViT patches
+/// batched along the sequence, no padding | | `audio`          | `padded`                      | `padded_binary_search`
+/// | Whisper batches clips with padding (OrchMLLM Alg. 2) | | any other        | `tokens`                      | `lpt`
+/// | unknown encoder: unpadded |
 ///
 /// No constraints by default. @see OrchMLLM §8 "Input preprocessing", Alg. 1, Alg. 2.
 [[nodiscard]] inline phase_policy default_policy(std::string_view phase) {
-  phase_policy p;
-  if (phase == "llm") {
-    p.cost = cost::attention{1.0, default_llm_beta};
-  } else if (phase == "audio") {
-    p.cost = cost::padded{};
-    p.algorithm = balance::parse_algorithm("padded");
-  }
-  return p;
-}
-
-/// A policy from the tool's spec strings; an empty string keeps the phase's default.
-/// Throws `invalid_input` naming the phase and the spec when a spec does not parse.
-[[nodiscard]] inline phase_policy policy_from_specs(std::string_view phase, std::string_view cost_spec,
-                                                    std::string_view algorithm_spec) {
-  phase_policy p = default_policy(phase);
-  try {
-    if (!cost_spec.empty()) p.cost = cost::parse_cost(cost_spec);
-    if (!algorithm_spec.empty()) p.algorithm = balance::parse_algorithm(algorithm_spec);
-  } catch (const invalid_input& e) {
-    mmbal::detail::throw_invalid("phase '", phase, "': ", e.what());
-  }
-  return p;
-}
-
-/// The algorithm a policy runs, as reports show it: the user partitioner's name, or the
-/// canonical spec of `algorithm`.
-[[nodiscard]] inline std::string algorithm_label(const phase_policy& p) {
-  return p.partitioner ? p.partitioner->name() : balance::to_spec(p.algorithm);
+  if (phase == "llm") return {phase_balancer(balance::lpt{}, cost::attention{1.0, default_llm_beta})};
+  if (phase == "audio") return {phase_balancer(balance::padded_binary_search{}, cost::padded{})};
+  return {};
 }
 
 /// A one-line description of a policy, e.g. `tokens / lpt`.
 [[nodiscard]] inline std::string describe(const phase_policy& p) {
-  return cost::to_spec(p.cost) + " / " + algorithm_label(p);
+  return p.balancer.cost_name() + " / " + p.balancer.name();
 }
 
 }  // namespace mmbal::orchestrate

@@ -35,11 +35,12 @@ struct prefetched_step {
 ///
 /// The producer thread calls `source(k)` for k = 0, 1, 2, ... (the data loader's metadata
 /// gather: on MPI ranks an all-gather on a communicator of its own), plans the returned batch
-/// with `orchestrator::plan(batch, out)` into a recycled orchestration when the consumer has
-/// handed one back (`recycle`, the training loop's steady state), and queues the step. At
-/// most `depth` (1 or 2, default 1) planned steps wait in the queue; the producer then
-/// blocks, so with depth 1 step k+1 is gathered and planned while the consumer runs step k. `source` returning
-/// `std::nullopt` ends the stream.
+/// with `orchestrator::plan(batch, out, workspace)` (the thread's own `plan_workspace`) into a
+/// recycled orchestration when the consumer has handed one back (`recycle`, the training
+/// loop's steady state), and queues the step. At most `depth` (1 or 2, default 1) planned
+/// steps wait in the queue; the producer then blocks, so with depth 1 step k+1 is gathered
+/// and planned while the consumer runs step k. `source` returning `std::nullopt` ends the
+/// stream.
 ///
 /// Thread-safety contract:
 /// - one consumer: `next`, `recycle`, `stop` and the destructor are called from one thread
@@ -48,7 +49,7 @@ struct prefetched_step {
 ///   order, never concurrently with itself; it may block (a collective) and may call
 ///   `stop_requested` to end early;
 /// - the orchestrator is copied in; its `plan` is const and safe to call while the consumer
-///   uses other copies (copies share a mutex-guarded scratch buffer);
+///   uses other copies; the producer owns its `plan_workspace`;
 /// - the steps handed out are owned by the consumer; nothing else touches them.
 /// Guarantees: steps arrive in order with consecutive indices and each plan equals
 /// `orchestrator::plan(batch)`; an exception thrown by `source` or by planning step k is
@@ -146,7 +147,7 @@ class prefetching_planner {
       try {
         std::optional<workload> batch = source_(k);
         if (!batch) break;
-        planner_.plan(*batch, out);
+        planner_.plan(*batch, out, workspace_);
         std::unique_lock lock(mutex_);
         if (stopping_) break;
         ready_.push_back(prefetched_step{k, std::move(*batch), std::move(out)});
@@ -166,6 +167,7 @@ class prefetching_planner {
   }
 
   orchestrator planner_;
+  plan_workspace workspace_;  ///< used by the producer thread only
   batch_source source_;
   std::size_t depth_;
   std::mutex mutex_;

@@ -7,7 +7,7 @@
 
 #include <mmbal/balance/micro_batches.hpp>
 #include <mmbal/core/error.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/cost/any_batch_cost.hpp>
 #include <mmbal/pipeline/schedule.hpp>
 #include <mmbal/workload/sample.hpp>
 
@@ -16,7 +16,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace mmbal::pipeline {
@@ -35,8 +34,8 @@ struct pipeline_module {
   std::string name;
   module_kind kind = module_kind::llm;
   std::string phase = "llm";
-  double share = 1.0;  ///< e.g. 8 of 32 LLM layers: 0.25; also scales cost units to seconds
-  cost::any_cost cost = cost::tokens{};
+  double share = 1.0;           ///< e.g. 8 of 32 LLM layers: 0.25; also scales cost units to seconds
+  cost::any_batch_cost cost{};  ///< any `batch_cost` (default `tokens`)
   bool trainable = true;
 };
 
@@ -83,31 +82,26 @@ inline void validate(const pipeline_model& model) {
 
 namespace detail {
 // The cost of one phase's items of the given samples.
-inline double phase_cost(const cost::any_cost& c, const workload& w, std::span<const std::uint32_t> samples,
+inline double phase_cost(const cost::any_batch_cost& c, const workload& w, std::span<const std::uint32_t> samples,
                          const std::string& phase) {
   std::optional<modality_id> modality;
   if (phase != "llm") {
     modality = w.find_modality(phase);
     if (!modality) return 0.0;
   }
-  return std::visit(
-      [&](const auto& f) {
-        auto state = f.empty();
-        for (const std::uint32_t i : samples) {
-          const sample& s = w.samples.at(i);
-          if (!modality) {
-            const std::uint64_t len = s.llm_length();
-            if (len > UINT32_MAX)
-              mmbal::detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
-            state = f.add(state, static_cast<length_t>(len));
-          } else {
-            for (const segment& g : s.segments)
-              if (g.modality == *modality) state = f.add(state, g.encoder_len);
-          }
-        }
-        return static_cast<double>(f.value(state));
-      },
-      c);
+  std::vector<length_t> lengths;
+  for (const std::uint32_t i : samples) {
+    const sample& s = w.samples.at(i);
+    if (!modality) {
+      const std::uint64_t len = s.llm_length();
+      if (len > UINT32_MAX) mmbal::detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
+      lengths.push_back(static_cast<length_t>(len));
+    } else {
+      for (const segment& g : s.segments)
+        if (g.modality == *modality) lengths.push_back(g.encoder_len);
+    }
+  }
+  return c.batch(lengths);
 }
 }  // namespace detail
 
@@ -142,17 +136,19 @@ inline double phase_cost(const cost::any_cost& c, const workload& w, std::span<c
 
 /// Every data-parallel rank's micro-batches: the samples stay on their rank (`sample::rank`)
 /// and each rank's samples are split into `micro_batches` micro-batches by
-/// `balance::split_micro_batches` (LPT per rank on the LLM lengths with `split_cost`, rounds
+/// `balance::split_micro_batches` (`part`, default LPT, per rank on the LLM lengths with `split_cost`, rounds
 /// aligned by cost). Result [rank][micro-batch] = sample indices in slot order.
 /// O(n log n + d·m log m). Errors: as `split_micro_batches`; a sample's rank ≥ ranks.
-template <batch_cost C>
+template <batch_cost C, class P = balance::lpt>
+requires balance::partitioner<P, C>
 [[nodiscard]] std::vector<std::vector<std::vector<std::uint32_t>>> rank_micro_batches(const workload& w, rank_t ranks,
                                                                                       std::uint32_t micro_batches,
-                                                                                      const C& split_cost) {
+                                                                                      const C& split_cost,
+                                                                                      const P& part = {}) {
   const phase_items items = llm_phase_items(w);
   const partition by_rank{ranks, items.origin};
   const balance::micro_batch_plan plan =
-      balance::split_micro_batches(items.weights, by_rank, micro_batches, split_cost);
+      balance::split_micro_batches(items.weights, by_rank, micro_batches, split_cost, part);
   const auto batches = plan.batches();
   std::vector<std::vector<std::vector<std::uint32_t>>> out(ranks,
                                                            std::vector<std::vector<std::uint32_t>>(micro_batches));

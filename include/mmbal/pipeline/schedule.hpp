@@ -7,7 +7,6 @@
 /// @see DistTrain §6.2 and Figure 12; Cornstarch §4.2.
 
 #include <mmbal/core/error.hpp>
-#include <mmbal/detail/spec_parse.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 #pragma once
 /// @file
-/// Parsing of `name:key=value,key=value` specs (cost and algorithm specs of docs/DESIGN.md §6).
+/// Parsing of `name:key=value,key=value` specs (cost and algorithm specs of docs/DESIGN.md §6),
+/// the base of the spec layer (`mmbal/spec/`), which only the tool and the Python module include.
 
 #include <mmbal/core/error.hpp>
 
@@ -13,7 +14,9 @@
 #include <string_view>
 #include <system_error>
 
-namespace mmbal::detail {
+namespace mmbal::spec {
+
+using mmbal::detail::throw_invalid;
 
 /// A spec split into its name and its parameters (kept sorted by key for determinism).
 struct parsed_spec {
@@ -88,4 +91,4 @@ struct parsed_spec {
   return out;
 }
 
-}  // namespace mmbal::detail
+}  // namespace mmbal::spec

@@ -4,7 +4,7 @@
 // Input: JSON Lines, one step a line: {"ranks": [[len, len, ...], ...], "step_time": seconds}.
 // Blank lines are skipped; line numbers in messages are 1-based physical lines.
 #include <mmbal/cost/fit.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"
@@ -105,7 +105,7 @@ int run_fit(const fit_cli_options& o) {
     us = tool::elapsed_us([&] { r = cost::fit_cost(steps, options); });
   }
   const std::size_t fitted_steps = o.window > 0 ? std::min(o.window, steps.size()) : steps.size();
-  const std::string spec = cost::to_spec(cost::any_cost{r.model});
+  const std::string spec = spec::to_spec(spec::any_cost{r.model});
   if (o.json) {
     nlohmann::json j;
     j["x"] = r.model.x();

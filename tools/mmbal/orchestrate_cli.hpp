@@ -7,18 +7,22 @@
 // runs with its default policy (`mmbal::orchestrate::default_policy`, or the caller's).
 
 #include <mmbal/orchestrate/orchestrator.hpp>
+#include <mmbal/spec/policy.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace mmbal::tool {
 
@@ -52,14 +56,13 @@ struct phase_flags {
   void apply(orchestrate::orchestrator& o, BaseFn&& base) const {
     for (std::size_t k = 0; k < flag_phases.size(); ++k) {
       const std::string phase(flag_phases[k]);
-      orchestrate::phase_policy p = base(phase);
+      orchestrate::phase_policy p;
       try {
-        if (!cost[k].empty()) p.cost = cost::parse_cost(cost[k]);
-        if (!algorithm[k].empty()) p.algorithm = balance::parse_algorithm(algorithm[k]);
+        p = spec::with_specs(base(phase), cost[k], algorithm[k]);
       } catch (const invalid_input& e) {
         detail::throw_invalid("--", cost[k].empty() ? "algorithm-" : "cost-", phase, ": ", e.what());
       }
-      o.set_policy(phase, p);
+      o.set_policy(phase, std::move(p));
     }
   }
 };
@@ -118,19 +121,46 @@ struct orchestrator_flags {
   }
 };
 
-/// The per-phase fields of docs/DESIGN.md §6's `orchestrate` JSON (also part of `simulate`'s).
-inline nlohmann::json phase_report_json(const orchestrate::phase_report& r) {
-  return {{"name", r.name},
-          {"items", r.items},
-          {"max_before", r.max_before},
-          {"max_after", r.max_after},
-          {"mean", r.mean},
-          {"lower_bound", r.lower_bound},
-          {"moved_items", r.moved_items},
-          {"moved_bytes", r.moved_bytes},
-          {"inter_node_bytes", r.inter_node_bytes},
-          {"inter_node_max_identity", r.inter_node_max_identity},
-          {"inter_node_max_relabeled", r.inter_node_max_relabeled}};
+/// The per-phase fields of docs/DESIGN.md §6's `orchestrate` JSON.
+inline constexpr std::array<std::string_view, 11> orchestrate_report_keys{"name",
+                                                                          "items",
+                                                                          "max_before",
+                                                                          "max_after",
+                                                                          "mean",
+                                                                          "lower_bound",
+                                                                          "moved_items",
+                                                                          "moved_bytes",
+                                                                          "inter_node_bytes",
+                                                                          "inter_node_max_identity",
+                                                                          "inter_node_max_relabeled"};
+
+/// The per-phase fields of `simulate`'s JSON: those of `orchestrate` and the policy and imbalance.
+inline constexpr std::array<std::string_view, 16> simulate_report_keys{"name",
+                                                                       "items",
+                                                                       "max_before",
+                                                                       "max_after",
+                                                                       "mean",
+                                                                       "lower_bound",
+                                                                       "moved_items",
+                                                                       "moved_bytes",
+                                                                       "inter_node_bytes",
+                                                                       "inter_node_max_identity",
+                                                                       "inter_node_max_relabeled",
+                                                                       "cost",
+                                                                       "algorithm",
+                                                                       "mean_before",
+                                                                       "imbalance_before",
+                                                                       "imbalance_after"};
+
+/// The JSON object of a phase report with the fields named in `keys` (the library's field
+/// names, `orchestrate::for_each_field`): the tool's one JSON serializer of a phase report.
+inline nlohmann::json phase_report_json(const orchestrate::phase_report& r,
+                                        std::span<const std::string_view> keys = orchestrate_report_keys) {
+  nlohmann::json j = nlohmann::json::object();
+  orchestrate::for_each_field(r, [&](std::string_view key, const auto& value) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) j[std::string(key)] = value;
+  });
+  return j;
 }
 
 }  // namespace mmbal::tool

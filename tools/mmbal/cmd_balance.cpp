@@ -1,8 +1,8 @@
 // `mmbal balance`: balance one phase of a workload file over D ranks (docs/DESIGN.md §6).
 #include <mmbal/balance/micro_batches.hpp>
-#include <mmbal/balance/spec.hpp>
 #include <mmbal/cost/metrics.hpp>
-#include <mmbal/cost/spec.hpp>
+#include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include "common.hpp"
@@ -35,8 +35,8 @@ int run_balance(const balance_options& o) {
   if (o.ranks == 0) detail::throw_invalid("--ranks: must be > 0");
   const workload w = read_jsonl_file(o.input, o.ranks);
   const phase_items items = phase_items_of(w, o.phase);
-  const cost::any_cost cost_fn = cost::parse_cost(o.cost);
-  const balance::algorithm_spec algorithm = balance::parse_algorithm(o.algorithm);
+  const spec::any_cost cost_fn = spec::parse_cost(o.cost);
+  const spec::algorithm_spec algorithm = spec::parse_algorithm(o.algorithm);
   const std::vector<std::uint64_t> bytes = phase_item_bytes(items, o.bytes_per_token, o.phase);
   const std::vector<std::uint64_t> groups = phase_group_ids(items, o.phase);
 
@@ -53,7 +53,7 @@ int run_balance(const balance_options& o) {
   p.limits.groups = groups;
 
   assignment plan;
-  const double us = tool::elapsed_us([&] { plan = balance::solve(algorithm, cost_fn, p); });
+  const double us = tool::elapsed_us([&] { plan = spec::solve(algorithm, cost_fn, p); });
 
   const partition before{o.ranks, items.origin};
   const auto [loads_before, loads_after, lower] = std::visit(
@@ -83,8 +83,8 @@ int run_balance(const balance_options& o) {
     j["ranks"] = o.ranks;
     j["items"] = items.size();
     j["phase"] = o.phase;
-    j["algorithm"] = balance::to_spec(algorithm);
-    j["cost"] = cost::to_spec(cost_fn);
+    j["algorithm"] = spec::to_spec(algorithm);
+    j["cost"] = spec::to_spec(cost_fn);
     j["loads_before"] = loads_before;
     j["loads_after"] = loads_after;
     j["max_before"] = sb.max;
@@ -114,7 +114,7 @@ int run_balance(const balance_options& o) {
     return 0;
   }
   std::cout << "phase " << o.phase << ": " << items.size() << " items on " << o.ranks << " ranks, cost "
-            << cost::to_spec(cost_fn) << ", algorithm " << balance::to_spec(algorithm) << "\n";
+            << spec::to_spec(cost_fn) << ", algorithm " << spec::to_spec(algorithm) << "\n";
   tool::print_load_table(loads_before, loads_after);
   std::cout << "max/mean before " << sb.max_over_mean << ", after " << sa.max_over_mean << "; max/lower bound "
             << (lower > 0 ? sa.max / lower : 1.0) << "\n"

@@ -65,22 +65,22 @@ mmbal::cost::model_config model(std::uint64_t hidden, std::uint64_t ffn, std::ui
 
 /// The demo's FLOPs-based policies (MLLM-10B of OrchMLLM Table 1; see the file comment).
 mmbal::orchestrate::phase_policy simulate_policy(const std::string& phase) {
-  mmbal::orchestrate::phase_policy p;  // lpt
-  if (phase == "llm") {
-    p.cost = mmbal::cost::flops{model(3584, 18944, 28, 4, 28, true, true)};
-  } else if (phase == "audio") {
+  using mmbal::orchestrate::phase_balancer;
+  const mmbal::balance::lpt lpt;
+  if (phase == "llm") return {phase_balancer(lpt, mmbal::cost::flops{model(3584, 18944, 28, 4, 28, true, true)})};
+  if (phase == "audio") {
     const mmbal::cost::flops f{model(1280, 5120, 20, 20, 32, false, false)};
-    p.cost = mmbal::cost::padded_attention{f.as_attention().alpha(), f.as_attention().beta()};
-    p.algorithm = mmbal::orchestrate::default_policy("audio").algorithm;
-  } else if (phase == "video") {
+    return {phase_balancer(mmbal::balance::padded_binary_search{},
+                           mmbal::cost::padded_attention{f.as_attention().alpha(), f.as_attention().beta()})};
+  }
+  if (phase == "video") {
     // Frames are encoded one by one: attention spans one frame (784 patches = 196 LLM tokens
     // × 4), so a clip of L patches costs (α + 784 β) · L — linear in its length.
     const mmbal::cost::flops f{model(2048, 8192, 16, 16, 36, false, false)};
-    p.cost = mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0};
-  } else {
-    p.cost = mmbal::cost::flops{model(2048, 8192, 16, 16, 36, false, false)};
+    return {
+        phase_balancer(lpt, mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0})};
   }
-  return p;
+  return {phase_balancer(lpt, mmbal::cost::flops{model(2048, 8192, 16, 16, 36, false, false)})};
 }
 
 struct phase_times {
@@ -121,7 +121,7 @@ void write_svg(const std::string& path, const mmbal::orchestrate::orchestration&
     const double slot = (width - left - right) / std::max<double>(1, static_cast<double>(r.loads_before.size()));
     s << "<text x=\"" << left << "\" y=\"" << y0 + 15 << "\" font-weight=\"bold\">" << r.name << "</text><text x=\""
       << left + 60 << "\" y=\"" << y0 + 15 << "\">" << r.cost << " / " << r.algorithm << " — max/mean "
-      << ratio(r.max_before, r.mean_before) << " → " << ratio(r.max_after, r.mean) << "</text>\n";
+      << r.imbalance_before << " → " << r.imbalance_after << "</text>\n";
     s << "<line x1=\"" << left << "\" y1=\"" << base << "\" x2=\"" << width - right << "\" y2=\"" << base
       << "\" stroke=\"black\"/>\n";
     s << "<line x1=\"" << left << "\" y1=\"" << base - h << "\" x2=\"" << left << "\" y2=\"" << base
@@ -186,13 +186,8 @@ int run_simulate(const simulate_state& s) {
     for (const auto& p : o.phases) {
       const auto& r = p.report;
       const phase_times t = times_of(r, s.tflops);
-      nlohmann::json j = mmbal::tool::phase_report_json(r);
-      j.update({{"cost", r.cost},
-                {"algorithm", r.algorithm},
-                {"mean_before", r.mean_before},
-                {"mean_after", r.mean},
-                {"imbalance_before", ratio(r.max_before, r.mean_before)},
-                {"imbalance_after", ratio(r.max_after, r.mean)},
+      nlohmann::json j = mmbal::tool::phase_report_json(r, mmbal::tool::simulate_report_keys);
+      j.update({{"mean_after", r.mean},
                 {"time_before_ms", t.before_ms},
                 {"time_after_ms", t.after_ms},
                 {"speedup", ratio(t.before_ms, t.after_ms)}});
@@ -230,9 +225,9 @@ int run_simulate(const simulate_state& s) {
     std::cout << "\n== phase " << r.name << ": " << r.items << " items, cost " << r.cost << ", algorithm "
               << r.algorithm << '\n';
     std::cout << "                          before        after\n";
-    std::cout << "  imbalance (max/mean) " << std::setprecision(3) << std::setw(9) << ratio(r.max_before, r.mean_before)
-              << std::setw(13) << ratio(r.max_after, r.mean) << "   (lower bound / mean "
-              << ratio(r.lower_bound, r.mean) << ")\n";
+    std::cout << "  imbalance (max/mean) " << std::setprecision(3) << std::setw(9) << r.imbalance_before
+              << std::setw(13) << r.imbalance_after << "   (lower bound / mean " << ratio(r.lower_bound, r.mean)
+              << ")\n";
     std::cout << "  step time (ms)       " << std::setprecision(2) << std::setw(9) << t.before_ms << std::setw(13)
               << t.after_ms << "   speed-up " << std::setprecision(2) << ratio(t.before_ms, t.after_ms) << "x\n";
     std::cout << "  traffic: " << r.moved_items << " items moved, " << human_bytes(r.moved_bytes) << " ("

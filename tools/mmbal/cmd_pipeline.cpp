@@ -15,8 +15,8 @@
 //   the throughput), `trainable` (default true); backward = 0, 1 or 2 × forward by Cornstarch's
 //   rule, +1 × with "recompute": true. Samples stay on their rank; each rank's samples are
 //   split into M micro-batches by the existing split (LPT with --cost on LLM lengths).
-#include <mmbal/cost/spec.hpp>
 #include <mmbal/pipeline/pipeline.hpp>
+#include <mmbal/spec/cost.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"
@@ -133,7 +133,7 @@ pipeline_model read_model(const std::string& path) {
       if (mod.phase.empty()) mmbal::detail::throw_invalid(path, ": ", mat, ".phase missing (a modality name or llm)");
       text("cost", cost);
       try {
-        mod.cost = mmbal::cost::parse_cost(cost);
+        mod.cost = mmbal::spec::erase(mmbal::spec::parse_cost(cost));
       } catch (const mmbal::invalid_input& e) {
         mmbal::detail::throw_invalid(path, ": ", mat, ".cost: ", e.what());
       }
@@ -260,7 +260,7 @@ int run_pipeline(const pipeline_options& o) {
     const pipeline_model model = read_model(o.model);
     const mmbal::workload w = mmbal::read_jsonl_file(o.input, o.ranks);
     const auto split = std::visit([&](const auto& c) { return rank_micro_batches(w, o.ranks, o.micro_batches, c); },
-                                  mmbal::cost::parse_cost(o.cost));
+                                  mmbal::spec::parse_cost(o.cost));
     for (const auto& mbs : split) {
       times.push_back(stage_times_from_samples(model, w, mbs));
       auto& ids = samples.emplace_back();
