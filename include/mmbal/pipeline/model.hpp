@@ -91,7 +91,9 @@ inline double phase_cost(const cost::any_batch_cost& c, const workload& w, std::
   }
   std::vector<length_t> lengths;
   for (const std::uint32_t i : samples) {
-    const sample& s = w.samples.at(i);
+    if (i >= w.samples.size())
+      mmbal::detail::throw_invalid("stage_times_from_samples: sample index ", i, " >= ", w.samples.size(), " samples");
+    const sample& s = w.samples[i];
     if (!modality) {
       const std::uint64_t len = s.llm_length();
       if (len > UINT32_MAX) mmbal::detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
