@@ -122,66 +122,46 @@ void BM_raw_alltoallv(benchmark::State& state) {
   report(state, f, total, total);
 }
 
-// Plan execution, method v: pack (memcpy runs) + MPI_Alltoallv + unpack.
-void BM_plan_alltoallv(benchmark::State& state) {
+// Times `method` (one plan execution) and, in the same iterations, the raw MPI_Alltoallv of
+// the same bytes; reports both.
+template <class Method>
+void time_against_raw(benchmark::State& state, Method method) {
   fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
   double plan_total = 0;
   double raw_total = 0;
   for (auto _ : state) {
     raw_total += timed([&] { raw_alltoallv(f); });
-    const double dt = timed([&] { comm().all_to_all_v(f.plan, f.input, f.output); });
+    const double dt = timed([&] { method(f); });
     state.SetIterationTime(dt);
     plan_total += dt;
   }
   report(state, f, plan_total, raw_total);
 }
 
+// Plan execution, method v: pack (memcpy runs) + MPI_Alltoallv + unpack.
+void BM_plan_alltoallv(benchmark::State& state) {
+  time_against_raw(state, [](fixture& f) { comm().all_to_all_v(f.plan, f.input, f.output); });
+}
+
 // Plan execution, method w: one MPI_Alltoallw with hindexed datatypes (no user pack copy);
 // datatypes built and freed in every iteration.
 void BM_plan_alltoallw(benchmark::State& state) {
-  fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
-  double plan_total = 0;
-  double raw_total = 0;
-  for (auto _ : state) {
-    raw_total += timed([&] { raw_alltoallv(f); });
-    const double dt = timed([&] { comm().all_to_all_w(f.plan, f.input, f.output); });
-    state.SetIterationTime(dt);
-    plan_total += dt;
-  }
-  report(state, f, plan_total, raw_total);
+  time_against_raw(state, [](fixture& f) { comm().all_to_all_w(f.plan, f.input, f.output); });
 }
 
 // Plan execution, method p2p (the default): one Isend/Irecv per item of ≥ 32 KiB straight
 // between input and output (contiguous messages: OpenMPI's shared-memory single-copy path
 // applies), smaller items packed into one message per peer, self items memcpy.
 void BM_plan_p2p(benchmark::State& state) {
-  fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
-  double plan_total = 0;
-  double raw_total = 0;
-  for (auto _ : state) {
-    raw_total += timed([&] { raw_alltoallv(f); });
-    const double dt = timed([&] { comm().all_to_all_p2p(f.plan, f.input, f.output); });
-    state.SetIterationTime(dt);
-    plan_total += dt;
-  }
-  report(state, f, plan_total, raw_total);
+  time_against_raw(state, [](fixture& f) { comm().all_to_all_p2p(f.plan, f.input, f.output); });
 }
 
 // The same with every item its own message (`p2p_coalesce_below` = 0, the method before small
 // items were coalesced per peer).
 void BM_plan_p2p_each_item(benchmark::State& state) {
-  fixture& f = data(static_cast<std::uint64_t>(state.range(0)));
   comm().set_p2p_coalesce_below(0);
-  double plan_total = 0;
-  double raw_total = 0;
-  for (auto _ : state) {
-    raw_total += timed([&] { raw_alltoallv(f); });
-    const double dt = timed([&] { comm().all_to_all_p2p(f.plan, f.input, f.output); });
-    state.SetIterationTime(dt);
-    plan_total += dt;
-  }
+  time_against_raw(state, [](fixture& f) { comm().all_to_all_p2p(f.plan, f.input, f.output); });
   comm().set_p2p_coalesce_below(transport::mpi_options{}.p2p_coalesce_below);
-  report(state, f, plan_total, raw_total);
 }
 
 // Everything a step does: build the plan from the rearrangement, fingerprint it, all-reduce

@@ -204,7 +204,8 @@ inline assignment solve_checked(const spec::algorithm_spec& spec, const spec::an
   const assignment again = spec::solve(spec, c, p);
   CHECK(a == again);
   std::vector<length_t> framed(weights.size() + 2, std::numeric_limits<length_t>::max());
-  std::copy(weights.begin(), weights.end(), framed.begin() + 1);
+  // An index loop: std::copy here trips g++ 12's -Wstringop-overflow false positive at -O3.
+  for (std::size_t i = 0; i < weights.size(); ++i) framed[i + 1] = weights[i];
   const std::span<const length_t> copy = std::span<const length_t>(framed).subspan(1, weights.size());
   std::vector<std::uint64_t> groups_copy(limits.groups.begin(), limits.groups.end());
   const std::vector<rank_t> origin_copy(origin.begin(), origin.end());

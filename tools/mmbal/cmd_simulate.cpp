@@ -186,7 +186,8 @@ int run_simulate(const simulate_state& s) {
     for (const auto& p : o.phases) {
       const auto& r = p.report;
       const phase_times t = times_of(r, s.tflops);
-      nlohmann::json j = mmbal::tool::phase_report_json(r, mmbal::tool::simulate_report_keys);
+      nlohmann::json j = mmbal::tool::phase_report_json(r);
+      j.update(mmbal::tool::phase_report_json(r, mmbal::tool::simulate_extra_keys));
       j.update({{"mean_after", r.mean},
                 {"time_before_ms", t.before_ms},
                 {"time_after_ms", t.after_ms},

@@ -134,23 +134,10 @@ inline constexpr std::array<std::string_view, 11> orchestrate_report_keys{"name"
                                                                           "inter_node_max_identity",
                                                                           "inter_node_max_relabeled"};
 
-/// The per-phase fields of `simulate`'s JSON: those of `orchestrate` and the policy and imbalance.
-inline constexpr std::array<std::string_view, 16> simulate_report_keys{"name",
-                                                                       "items",
-                                                                       "max_before",
-                                                                       "max_after",
-                                                                       "mean",
-                                                                       "lower_bound",
-                                                                       "moved_items",
-                                                                       "moved_bytes",
-                                                                       "inter_node_bytes",
-                                                                       "inter_node_max_identity",
-                                                                       "inter_node_max_relabeled",
-                                                                       "cost",
-                                                                       "algorithm",
-                                                                       "mean_before",
-                                                                       "imbalance_before",
-                                                                       "imbalance_after"};
+/// The per-phase fields `simulate`'s JSON adds to those of `orchestrate`: the policy and the
+/// imbalance.
+inline constexpr std::array<std::string_view, 5> simulate_extra_keys{"cost", "algorithm", "mean_before",
+                                                                     "imbalance_before", "imbalance_after"};
 
 /// The JSON object of a phase report with the fields named in `keys` (the library's field
 /// names, `orchestrate::for_each_field`): the tool's one JSON serializer of a phase report.

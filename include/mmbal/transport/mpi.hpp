@@ -295,19 +295,9 @@ class mpi_transport {
     for (std::size_t i = 0; i < plan.pack_sizes.size(); at += plan.pack_sizes[i], ++i)
       if (!is_self(at, plan.pack_sizes[i], self_send, self_bytes))
         std::memcpy(send_.data() + at, send.data() + plan.pack_offsets[i], plan.pack_sizes[i]);
-    ints_.resize(4 * std::size_t{size_});
-    int* sc = ints_.data();
-    int* sd = sc + size_;
-    int* rc = sd + size_;
-    int* rd = rc + size_;
-    for (rank_t p = 0; p < size_; ++p) {
-      sc[p] = p == me ? 0 : static_cast<int>(plan.send_counts[p]);
-      sd[p] = static_cast<int>(plan.send_displs[p]);
-      rc[p] = p == me ? 0 : static_cast<int>(plan.recv_counts[p]);
-      rd[p] = static_cast<int>(plan.recv_displs[p]);
-    }
-    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(send_.data()), sc, sd, MPI_BYTE, detail::non_null(recv_.data()), rc,
-                                  rd, MPI_BYTE, comm_));
+    const int* c = alltoallv_ints(plan, me);
+    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(send_.data()), c, c + size_, MPI_BYTE,
+                                  detail::non_null(recv_.data()), c + 2 * size_, c + 3 * size_, MPI_BYTE, comm_));
     // Unpack the remote items. The self part of the packed send buffer maps byte for byte onto
     // that of the receive buffer, so the k-th kept (nonzero) item in unpack order is the k-th
     // in pack order: it is copied straight from `send`.
@@ -465,19 +455,9 @@ class mpi_transport {
       exchange_packed_w(plan, packed_send, packed_recv);
       return;
     }
-    ints_.resize(4 * std::size_t{size_});
-    int* sc = ints_.data();
-    int* sd = sc + size_;
-    int* rc = sd + size_;
-    int* rd = rc + size_;
-    for (rank_t p = 0; p < size_; ++p) {
-      sc[p] = static_cast<int>(plan.send_counts[p]);
-      sd[p] = static_cast<int>(plan.send_displs[p]);
-      rc[p] = static_cast<int>(plan.recv_counts[p]);
-      rd[p] = static_cast<int>(plan.recv_displs[p]);
-    }
-    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(const_cast<std::byte*>(packed_send.data())), sc, sd, MPI_BYTE,
-                                  detail::non_null(packed_recv.data()), rc, rd, MPI_BYTE, comm_));
+    const int* c = alltoallv_ints(plan, size_);
+    MMBAL_MPI_CHECK(MPI_Alltoallv(detail::non_null(const_cast<std::byte*>(packed_send.data())), c, c + size_, MPI_BYTE,
+                                  detail::non_null(packed_recv.data()), c + 2 * size_, c + 3 * size_, MPI_BYTE, comm_));
   }
 
   /// The exchange of packed buffers by `MPI_Alltoallw` with one hindexed region per peer
@@ -503,6 +483,24 @@ class mpi_transport {
   }
 
  private:
+  // MPI_Alltoallv's four int arrays in `ints_`, each `size_` long: send counts, send
+  // displacements, receive counts, receive displacements (the caller checked they fit `int`).
+  // The counts of rank `local` are 0 (its bytes are copied without MPI); `local = size_`: none.
+  const int* alltoallv_ints(const alltoall_plan& plan, rank_t local) {
+    ints_.resize(4 * std::size_t{size_});
+    int* sc = ints_.data();
+    int* sd = sc + size_;
+    int* rc = sd + size_;
+    int* rd = rc + size_;
+    for (rank_t p = 0; p < size_; ++p) {
+      sc[p] = p == local ? 0 : static_cast<int>(plan.send_counts[p]);
+      sd[p] = static_cast<int>(plan.send_displs[p]);
+      rc[p] = p == local ? 0 : static_cast<int>(plan.recv_counts[p]);
+      rd[p] = static_cast<int>(plan.recv_displs[p]);
+    }
+    return ints_.data();
+  }
+
   void check_packed(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
     if (plan.rank != rank_ || plan.ranks != size_)
       mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
