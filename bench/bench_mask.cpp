@@ -6,6 +6,7 @@
 // Packs come from the realistic long-context generator (docs/WORKLOADS.md (e)).
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/mask/mask.hpp>
+#include <mmbal/spec/context.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 
@@ -215,13 +216,13 @@ const quality_packs& packs(pack_layout layout, std::uint32_t len) {
 
 void BM_cp_balance(benchmark::State& state, pack_layout layout, std::uint32_t len, const char* policy) {
   const quality_packs& p = packs(layout, len);
-  const any_distributor d = parse_distributor(policy, 7);
+  const spec::any_distributor d = spec::parse_distributor(policy, 7);
   double sum = 0, worst = 0;
   for (auto _ : state) {
     sum = 0;
     worst = 0;
     for (std::size_t i = 0; i < p.blocks.size(); ++i) {
-      const auto r = distribute_tokens(p.blocks[i], p.tokens[i], 128, 8, d);
+      const auto r = spec::distribute_tokens(p.blocks[i], p.tokens[i], 128, 8, d);
       sum += r.max_over_mean();
       worst = std::max(worst, r.max_over_mean());
     }

@@ -818,12 +818,12 @@ py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::ha
   const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::numeric_limits<std::uint64_t>::max());
   const mmbal::rank_t g = positive_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
-  const mmbal::any_distributor d =
-      mmbal::parse_distributor(distributor, int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max()));
+  const mmbal::spec::any_distributor d = mmbal::spec::parse_distributor(
+      distributor, int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max()));
   mmbal::token_distribution out;
   {
     py::gil_scoped_release unlocked;
-    out = mmbal::distribute_tokens(w.values, t, b, g, d);
+    out = mmbal::spec::distribute_tokens(w.values, t, b, g, d);
   }
   return distribution_dict(out);
 }

@@ -2,6 +2,7 @@
 // zigzag and contiguous exactly as defined, random seeded, LPT never worse than contiguous.
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/mask/mask.hpp>
+#include <mmbal/spec/context.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -97,9 +98,9 @@ TEST_CASE("every policy partitions the blocks; offsets ascend; workloads sum to 
       for (rank_t g : group_sizes)
         for (const char* name : {"lpt", "zigzag", "contiguous", "random"}) {
           INFO("seed " << seed << " B " << b << " G " << g << " " << name);
-          const auto d = parse_distributor(name, seed);
-          CHECK(distributor_name(d) == name);
-          const auto r = distribute_tokens(w, t, b, g, d);
+          const auto d = spec::parse_distributor(name, seed);
+          CHECK(spec::distributor_name(d) == name);
+          const auto r = spec::distribute_tokens(w, t, b, g, d);
           check_partition(r, w, t, b, g);
           REQUIRE(r.total_workload == total_area(mask));
           REQUIRE(r.max_over_mean() >= 1.0);
@@ -242,7 +243,7 @@ TEST_CASE("distribution rejects bad input", "[context]") {
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 128, 0, zigzag_distributor{}), Contains("G = 0"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 0, 2, zigzag_distributor{}), Contains("B = 0"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 600, 128, 2, zigzag_distributor{}), Contains("expected 5"));
-  REQUIRE_THROWS_WITH(parse_distributor("ring"), Contains("'ring'"));
+  REQUIRE_THROWS_WITH(spec::parse_distributor("ring"), Contains("'ring'"));
   struct bad {
     std::vector<rank_t> operator()(std::span<const std::uint64_t> x, rank_t) const {
       return std::vector<rank_t>(x.size(), 9);
@@ -261,7 +262,7 @@ TEST_CASE("empty sequences: no blocks, zero loads, max/mean 1", "[context]") {
   REQUIRE(built.size() == 0);
   REQUIRE(built.document_count() == 0);
   for (const char* name : {"lpt", "zigzag", "contiguous", "random"}) {
-    const auto r = distribute_tokens(std::vector<std::uint64_t>{}, 0, 128, 4, parse_distributor(name));
+    const auto r = spec::distribute_tokens(std::vector<std::uint64_t>{}, 0, 128, 4, spec::parse_distributor(name));
     REQUIRE(r.rank_tokens == std::vector<std::uint64_t>(4, 0));
     REQUIRE(r.rank_workloads == std::vector<std::uint64_t>(4, 0));
     REQUIRE(r.max_over_mean() == 1.0);
@@ -272,8 +273,8 @@ TEST_CASE("distribution is deterministic: the same input gives the same plan", "
   const bitfield_mask mask = random_mask(5, 20000);
   const auto w = block_workloads(mask, 128);
   for (const char* name : {"lpt", "zigzag", "contiguous", "random"}) {
-    const auto a = distribute_tokens(w, mask.size(), 128, 8, parse_distributor(name, 3));
-    const auto b = distribute_tokens(w, mask.size(), 128, 8, parse_distributor(name, 3));
+    const auto a = spec::distribute_tokens(w, mask.size(), 128, 8, spec::parse_distributor(name, 3));
+    const auto b = spec::distribute_tokens(w, mask.size(), 128, 8, spec::parse_distributor(name, 3));
     REQUIRE(a.rank_of_block == b.rank_of_block);
     REQUIRE(a.rank_offsets == b.rank_offsets);
   }

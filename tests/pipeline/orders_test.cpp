@@ -4,6 +4,7 @@
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/pipeline/orders.hpp>
+#include <mmbal/spec/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -114,8 +115,8 @@ TEST_CASE("search on larger inputs: deterministic and never worse than its start
     CHECK(a.makespan == simulate(t, a.order));
     for (const auto& s : starts) CHECK(a.makespan <= simulate(t, s));
   }
-  CHECK(parse_order_kind("disttrain") == order_kind::disttrain);
-  CHECK_THROWS_AS(parse_order_kind("random"), mmbal::invalid_input);
+  CHECK(mmbal::spec::parse_order_kind("disttrain") == order_kind::disttrain);
+  CHECK_THROWS_AS(mmbal::spec::parse_order_kind("random"), mmbal::invalid_input);
   CHECK_THROWS_AS(search_order(stage_times(1, 1), std::vector<std::vector<std::uint32_t>>{}), mmbal::invalid_input);
 }
 

@@ -3,6 +3,7 @@
 #include <mmbal/core/rng.hpp>
 #include <mmbal/pipeline/orders.hpp>
 #include <mmbal/pipeline/schedule.hpp>
+#include <mmbal/spec/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -299,12 +300,12 @@ TEST_CASE("bad input is rejected with the offending entry") {
   CHECK_THROWS_AS(simulate(t, std::vector<std::uint32_t>{0, 1}), mmbal::invalid_input);
   CHECK_THROWS_AS(simulate(t, identity_order(3), {}, -1.0), mmbal::invalid_input);
   CHECK_THROWS_AS(simulate(stage_times{}, {}), mmbal::invalid_input);
-  CHECK(parse_schedule("interleaved:3") == schedule{schedule_kind::interleaved, 3});
-  CHECK(parse_schedule("gpipe").kind == schedule_kind::gpipe);
-  CHECK(to_spec(parse_schedule("1f1b")) == "1f1b");
-  CHECK_THROWS_AS(parse_schedule("interleaved:0"), mmbal::invalid_input);
-  CHECK_THROWS_AS(parse_schedule("interleaved:x"), mmbal::invalid_input);
-  CHECK_THROWS_AS(parse_schedule("zb"), mmbal::invalid_input);
+  CHECK(mmbal::spec::parse_schedule("interleaved:3") == schedule{schedule_kind::interleaved, 3});
+  CHECK(mmbal::spec::parse_schedule("gpipe").kind == schedule_kind::gpipe);
+  CHECK(to_spec(mmbal::spec::parse_schedule("1f1b")) == "1f1b");
+  CHECK_THROWS_AS(mmbal::spec::parse_schedule("interleaved:0"), mmbal::invalid_input);
+  CHECK_THROWS_AS(mmbal::spec::parse_schedule("interleaved:x"), mmbal::invalid_input);
+  CHECK_THROWS_AS(mmbal::spec::parse_schedule("zb"), mmbal::invalid_input);
 }
 
 TEST_CASE("simulate_suffix equals a full simulation for every first changed position") {

@@ -5,6 +5,7 @@
 
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/mask/mask.hpp>
+#include <mmbal/spec/context.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include <cstdint>
@@ -37,7 +38,7 @@ int run_mask(const mask_state& s) {
   if (s.cp == 0) mmbal::detail::throw_invalid("--cp 0: the context-parallel group needs at least one rank (G = 0)");
   if (s.block == 0) mmbal::detail::throw_invalid("--block 0: blocks need at least one token (B = 0)");
   const mmbal::bit_assignment bits = parse_bits(s.bits);
-  const mmbal::any_distributor policy = mmbal::parse_distributor(s.distribute, s.seed);
+  const mmbal::spec::any_distributor policy = mmbal::spec::parse_distributor(s.distribute, s.seed);
   const mmbal::workload w = mmbal::read_jsonl_file(s.input, 0);
 
   mmbal::bitfield_mask mask;
@@ -48,7 +49,7 @@ int run_mask(const mask_state& s) {
     mask = mmbal::build_bitfield_mask(std::span<const mmbal::sample>(w.samples), bits);
     runs = mmbal::workload_runs(mask);
     blocks = mmbal::block_workloads(runs, mask.size(), s.block);
-    dist = mmbal::distribute_tokens(blocks, mask.size(), s.block, s.cp, policy);
+    dist = mmbal::spec::distribute_tokens(blocks, mask.size(), s.block, s.cp, policy);
   });
 
   if (!s.json) {

@@ -17,6 +17,7 @@
 //   split into M micro-batches by the existing split (LPT with --cost on LLM lengths).
 #include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/spec/cost.hpp>
+#include <mmbal/spec/pipeline.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"
@@ -166,7 +167,7 @@ pipeline_result run_orders(const stage_times& t, const pipeline_options& o, cons
   if (o.order == "all") {
     kinds.assign(all_order_kinds.begin(), all_order_kinds.end());
   } else {
-    const order_kind k = parse_order_kind(o.order);
+    const order_kind k = mmbal::spec::parse_order_kind(o.order);
     if (k != order_kind::identity) kinds.push_back(k);
   }
   pipeline_result r;
@@ -244,9 +245,9 @@ void write_svg(const std::string& path, const std::vector<stage_times>& times, c
 }
 
 int run_pipeline(const pipeline_options& o) {
-  const schedule sched = parse_schedule(o.schedule);
+  const schedule sched = mmbal::spec::parse_schedule(o.schedule);
   if (!(std::isfinite(o.hop) && o.hop >= 0)) mmbal::detail::throw_invalid("--hop ", o.hop, ": must be >= 0");
-  if (o.order != "all") (void)parse_order_kind(o.order);
+  if (o.order != "all") (void)mmbal::spec::parse_order_kind(o.order);
   std::vector<stage_times> times;
   std::vector<std::vector<std::vector<std::uint32_t>>> samples;  // per rank, per micro-batch: sample ids
   if (!o.times.empty()) {

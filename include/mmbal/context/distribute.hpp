@@ -125,25 +125,6 @@ static_assert(token_distributor<zigzag_distributor>);
 static_assert(token_distributor<contiguous_distributor>);
 static_assert(token_distributor<random_distributor>);
 
-/// A distributor chosen at run time (the tool's `--distribute`).
-using any_distributor = std::variant<lpt_distributor, zigzag_distributor, contiguous_distributor, random_distributor>;
-
-/// The distributor named `name` (`lpt`, `zigzag`, `contiguous`, `random`); `seed` is used by
-/// `random`. @throws invalid_input for any other name, naming it.
-[[nodiscard]] inline any_distributor parse_distributor(std::string_view name, std::uint64_t seed = 0) {
-  if (name == "lpt") return lpt_distributor{};
-  if (name == "zigzag") return zigzag_distributor{};
-  if (name == "contiguous") return contiguous_distributor{};
-  if (name == "random") return random_distributor{seed};
-  detail::throw_invalid("unknown token distribution '", name, "' (expected lpt, zigzag, contiguous or random)");
-}
-
-/// The name of a distributor (inverse of `parse_distributor`).
-[[nodiscard]] inline std::string_view distributor_name(const any_distributor& d) {
-  constexpr std::string_view names[] = {"lpt", "zigzag", "contiguous", "random"};
-  return names[d.index()];
-}
-
 /// The result of distributing T tokens in blocks of B over G ranks.
 struct token_distribution {
   std::uint64_t tokens = 0;                              ///< T
@@ -217,13 +198,6 @@ template <token_distributor D>
     out.total_workload += block_workloads[b];
   }
   return out;
-}
-
-/// `distribute_tokens` with a run-time chosen distributor.
-[[nodiscard]] inline token_distribution distribute_tokens(std::span<const std::uint64_t> block_workloads,
-                                                          std::uint64_t tokens, std::uint32_t block, rank_t ranks,
-                                                          const any_distributor& d) {
-  return std::visit([&](const auto& x) { return distribute_tokens(block_workloads, tokens, block, ranks, x); }, d);
 }
 
 }  // namespace mmbal

@@ -259,13 +259,6 @@ inline constexpr std::array<order_kind, 4> all_order_kinds{order_kind::identity,
   return "?";
 }
 
-/// Parses a name of `to_string(order_kind)`. Throws `invalid_input` naming it otherwise.
-[[nodiscard]] inline order_kind parse_order_kind(std::string_view s) {
-  for (const order_kind k : all_order_kinds)
-    if (to_string(k) == s) return k;
-  mmbal::detail::throw_invalid("unknown order '", s, "' (expected identity, verl, disttrain or search)");
-}
-
 /// One computed order with its makespan.
 struct order_report {
   order_kind kind = order_kind::identity;

@@ -83,29 +83,7 @@ struct schedule {
   friend bool operator==(const schedule&, const schedule&) = default;
 };
 
-/// Parses "1f1b", "interleaved:V" (V ≥ 1, also "interleaved:v=V") or "gpipe". Throws
-/// `invalid_input` naming the spec otherwise.
-[[nodiscard]] inline schedule parse_schedule(std::string_view text) {
-  if (text == "1f1b") return {};
-  if (text == "gpipe") return {schedule_kind::gpipe, 1};
-  constexpr std::string_view prefix = "interleaved:";
-  if (text.substr(0, prefix.size()) == prefix) {
-    std::string_view v = text.substr(prefix.size());
-    if (v.substr(0, 2) == "v=") v.remove_prefix(2);
-    std::uint32_t chunks = 0;
-    for (const char c : v) {
-      if (c < '0' || c > '9' || chunks > 100000) {
-        chunks = 0;
-        break;
-      }
-      chunks = chunks * 10 + static_cast<std::uint32_t>(c - '0');
-    }
-    if (!v.empty() && chunks >= 1) return {schedule_kind::interleaved, chunks};
-  }
-  mmbal::detail::throw_invalid("unknown schedule '", text, "' (expected 1f1b, interleaved:V with V >= 1, or gpipe)");
-}
-
-/// The spec `parse_schedule` accepts.
+/// The schedule's name, as `spec::parse_schedule` reads it.
 [[nodiscard]] inline std::string to_spec(const schedule& s) {
   switch (s.kind) {
     case schedule_kind::one_f_one_b:
