@@ -108,7 +108,7 @@ TEST_CASE("phase_balancer runs the typed pair and names it", "[orchestrate][part
   // `+refine` runs refine after the partitioner and says so in the name.
   const orch::phase_balancer refined(mmbal::balance::lpt{}, cost, {true, {}, {}});
   CHECK(refined.name() == "lpt+refine");
-  CHECK(refined.balance(mmbal::balance::problem{w, 3}) == mmbal::balance::refine(direct, w, cost, {}));
+  CHECK(refined.balance(mmbal::balance::problem{w, 3}) == mmbal::balance::refine(w, direct, cost, {}));
   // A partitioner without a name needs one in the options.
   CHECK_THROWS_WITH(orch::phase_balancer(round_robin_archetype{}, cost), Catch::Contains("no name"));
   CHECK(orch::phase_balancer(round_robin_archetype{}, cost, {false, "round-robin", {}}).name() == "round-robin");
