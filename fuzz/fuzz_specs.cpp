@@ -1,19 +1,22 @@
 // Fuzz target: every spec parser the tool uses — cost (`--cost`), algorithm (`--algorithm`),
-// count cap (`--count-cap`) and capacity (`--capacity`, parsed by CLI11 as the tool does) —
-// and `spec::solve` on a small problem with what they accepted.
+// count cap (`--count-cap`) and capacity (`--capacity`, parsed by CLI11 as the tool does);
+// the schedule, order and token-distributor names on each of those lines — and `spec::solve`
+// on a small problem with what they accepted.
 //
 // Input: four lines (cost, algorithm, count cap, capacity; an empty capacity line = none),
 // then bytes: bins (1..8), items (0..31), and per item a u16 weight, an origin byte and a
 // group byte (0 = no group; any non-zero group turns the groups constraint on).
-// Invariants: parse(to_spec(x)) == x; a solved assignment is valid over `bins` bins, honours
-// the count cap, the capacity and the groups, and its maximum is at least the lower bound.
+// Invariants: parse(to_spec(x)) == x (a name parser accepts exactly its names); a solved assignment is valid over
+// `bins` bins, honours the count cap, the capacity and the groups, and its maximum is at least the lower bound.
 #include "fuzz_support.hpp"
 
 #include "../tools/mmbal/constraint_flags.hpp"
 
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/spec/algorithm.hpp>
+#include <mmbal/spec/context.hpp>
 #include <mmbal/spec/cost.hpp>
+#include <mmbal/spec/pipeline.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -65,6 +68,18 @@ void check_solution(const assignment& a, const balance::problem& p, const spec::
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   fuzz::input in(data, size);
   const std::string cost_text(in.line()), algorithm_text(in.line()), cap_text(in.line()), capacity_text(in.line());
+
+  for (const std::string* text : {&cost_text, &algorithm_text, &cap_text, &capacity_text}) {
+    pipeline::schedule sched;
+    if (fuzz::accepts([&] { sched = spec::parse_schedule(*text); }))
+      fuzz::require(spec::parse_schedule(pipeline::to_spec(sched)) == sched, "parse_schedule(to_spec(s)) == s");
+    pipeline::order_kind order{};
+    if (fuzz::accepts([&] { order = spec::parse_order_kind(*text); }))
+      fuzz::require(pipeline::to_string(order) == *text, "parse_order_kind accepts only the order names");
+    spec::any_distributor distributor;
+    if (fuzz::accepts([&] { distributor = spec::parse_distributor(*text, 7); }))
+      fuzz::require(spec::distributor_name(distributor) == *text, "parse_distributor accepts only the names");
+  }
 
   std::optional<spec::any_cost> cost_fn;
   if (fuzz::accepts([&] { cost_fn = spec::parse_cost(cost_text); })) {
