@@ -7,6 +7,7 @@
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/functions.hpp>
 
+#include <concepts>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,9 +22,11 @@ class any_batch_cost {
  public:
   any_batch_cost() : any_batch_cost(tokens{}) {}
 
-  /// Holds a copy of `c` (implicit, so any cost converts).
-  template <batch_cost C>
-  any_batch_cost(C c)  // NOLINT(google-explicit-constructor)
+  /// Holds a copy of `c` (implicit, so any cost converts). Not a copy constructor: checking
+  /// `batch_cost<any_batch_cost>` would ask whether any_batch_cost is copyable, i.e. recurse.
+  template <class C>
+  requires(!std::same_as<C, any_batch_cost> && batch_cost<C>)
+      any_batch_cost(C c)  // NOLINT(google-explicit-constructor)
       : model_(std::make_shared<const typed<C>>(std::move(c))) {}
 
   /// The held cost of one batch of items of these lengths.
