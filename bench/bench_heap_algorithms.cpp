@@ -12,6 +12,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -27,6 +28,16 @@ std::vector<length_t> weights() {
   std::vector<length_t> w(std::size_t{bins} * 60);
   for (auto& x : w) x = static_cast<length_t>(64 + g() % 8192);
   return w;
+}
+
+// Same-run baseline: std::sort of the same weights (every partitioner below sorts them once).
+void BM_sort_baseline(benchmark::State& state) {
+  const auto w = weights();
+  for (auto _ : state) {
+    std::vector<length_t> copy = w;
+    std::sort(copy.begin(), copy.end());
+    benchmark::DoNotOptimize(copy.data());
+  }
 }
 
 // LPT with equal counts: the greedy placement over a min-queue of (load, bin).
@@ -59,6 +70,7 @@ void BM_conv_lpt(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(balance::conv_lpt{}(w, bins, c));
 }
 
+BENCHMARK(BM_sort_baseline)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt_equal_counts)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt_capacity_attention)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_tolerance)->Unit(benchmark::kMillisecond);
