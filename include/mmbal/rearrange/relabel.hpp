@@ -656,7 +656,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 
 /// Scratch memory of `relabel_nodewise`, kept between calls: pass the same workspace to every
 /// call (one per concurrent caller) and later calls reuse its buffers instead of faulting in
-/// fresh pages (up to 80 B per item of the largest rearrangement). Contents are opaque; results
+/// fresh pages (up to 64 B per item of the largest rearrangement). Contents are opaque; results
 /// never depend on what a workspace held before.
 struct relabel_workspace {
   detail::relabel_model model;
