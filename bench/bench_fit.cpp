@@ -40,14 +40,9 @@ const std::vector<length_t>& omni_lengths() {
   return lengths;
 }
 
+/// The synthetic step time: the exact step time of the true coefficients.
 double true_time(const cost::observed_step& s) {
-  double best = 0;
-  for (const auto& r : s.ranks) {
-    double load = 0;
-    for (length_t l : r) load += true_x * double(l) * double(l) + true_y * double(l) + true_z;
-    best = std::max(best, load);
-  }
-  return best;
+  return cost::predict_step_time(cost::fitted(true_x, true_y, true_z), s);
 }
 
 std::vector<cost::observed_step> make_steps(std::uint64_t seed, double noise) {
