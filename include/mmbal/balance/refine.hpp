@@ -2,7 +2,8 @@
 /// @file
 /// `refine`: local search that lowers the maximum bin cost of any assignment — moves and
 /// pairwise swaps of items between the most loaded bin and the least loaded ones while the
-/// maximum strictly drops, never violating a constraint (docs/DESIGN.md §5.1).
+/// maximum strictly drops, then (additive costs) exchanges of up to two items each way to
+/// escape local optima, never violating a constraint (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/bin_queue.hpp>
@@ -607,12 +608,23 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   constraint the start satisfies stays satisfied: `count_cap` (per-bin counts stay within
 ///   ⌊n/d⌋…⌈n/d⌉ for `equal`, ≤ cap for `fixed`), `capacity` (a receiving bin stays ≤ cap),
 ///   `groups` (a group moves as one unit, so its items move together or not at all).
-/// - Complexity: additive costs keep each bin's units sorted by cost and find the best swap
-///   partner by binary search: O(s log s · max_partners + s + log d) per step (s = units per
-///   bin); other costs refold bins: per step the 32 costliest units of the top bin and the 32
-///   cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per
-///   partner, and a step stops trying partners after about 4 M unit folds. At most
-///   `max_passes` × units steps.
+/// - Stops early when the maximum reaches Σ cost / d (⌈Σ / d⌉ for integral costs such as
+///   tokens): it is then optimal, though other bins may still sit at it.
+/// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
+///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
+///   Not a guarantee of matching other algorithms: on seeded random and generated instances with
+///   2–32 items per bin, 10–30 % of `X+refine` results end above the best shipped algorithm's
+///   maximum by more than 1e-5 (up to 3 % with equal counts, where `kk`'s differencing reaches
+///   partitions no chain of improving one- and two-unit exchanges from X does) — counted in
+///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine".
+/// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
+///   additive costs: one radix order of the unit costs gives every bin's units sorted by cost in a
+///   flat pool, O(n · ⌈bits / 11⌉); per step and partner O(s_h + s_t) (s = units per bin), the
+///   partners in increasing load, skipped once the gap admits nothing (≤ 1 for integral costs);
+///   an escape step costs O(s² log s) per partner from its budget. Other costs refold bins: per
+///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
+///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
+///   partners after about 4 M unit folds. At most `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
 ///   arrival order, and the remaining slots are compacted to 0..k−1.
@@ -620,7 +632,8 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   split across bins, or a start that already violates a count cap or the capacity.
 /// @param weights cost weight (length) per item
 /// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
-/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners)
+/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended
+///                and escape budgets 256 and 64 × units)
 /// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
 template <batch_cost C>
 [[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
