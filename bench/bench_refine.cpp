@@ -55,6 +55,24 @@ void BM_lpt(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * w.size()));
 }
 
+// Same-run baselines of the attention and equal-count rows: lpt alone with that cost / cap.
+void BM_lpt_attention(benchmark::State& state) {
+  const auto f = static_cast<family>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  const auto& w = llm_lengths(f, std::uint64_t{d} * static_cast<std::uint64_t>(state.range(2)));
+  const cost::attention c{1.0, 1.0 / 4096};
+  for (auto _ : state) benchmark::DoNotOptimize(balance::lpt{}(w, d, c));
+}
+
+void BM_lpt_equal(benchmark::State& state) {
+  const auto f = static_cast<family>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  const auto& w = llm_lengths(f, std::uint64_t{d} * static_cast<std::uint64_t>(state.range(2)));
+  balance::constraints limits;
+  limits.counts.kind = balance::count_cap::mode::equal;
+  for (auto _ : state) benchmark::DoNotOptimize(balance::lpt{}(w, d, cost::tokens{}, limits));
+}
+
 void BM_lpt_refine(benchmark::State& state) {
   const auto f = static_cast<family>(state.range(0));
   const rank_t d = static_cast<rank_t>(state.range(1));
@@ -127,6 +145,8 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_std_sort)->Args({static_cast<int>(mmbal::family::omni), 2560, 60})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt)->Args({static_cast<int>(mmbal::family::omni), 2560, 60})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lpt_attention)->Args({static_cast<int>(mmbal::family::omni), 2560, 60})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lpt_equal)->Args({static_cast<int>(mmbal::family::omni), 2560, 60})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt_refine)->Apply(args);
 BENCHMARK(BM_lpt_refine_attention)
     ->Args({static_cast<int>(mmbal::family::omni), 2560, 60})

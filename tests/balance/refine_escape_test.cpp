@@ -1,12 +1,16 @@
-// refine's extended partner search (refine_options::extended_work): on omni with 8 samples per
-// rank and equal counts, the 256 lightest bins hold no improving swap for the heaviest bin while
-// farther ones do. The extended search must escape that optimum (and then match or beat `kk`);
-// without it the search stops where it started.
+// refine's escapes from local optima: the extended partner search (refine_options::extended_work)
+// and the exchanges of up to two units each way (refine_options::escape_work), and the property
+// "X+refine is never worse than any other shipped algorithm on the same instance (relative 1e-5)"
+// on seeded random and generated instances, with the classes where it does not hold counted.
 #include "conformance.hpp"
 
+#include <mmbal/balance/refine.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
+
+#include <array>
+#include <cstdio>
 
 using namespace mmbal;
 
@@ -27,13 +31,146 @@ TEST_CASE("refine: the extended partner search escapes the local optimum of the 
     const double start_max = test::check_run(start, w, d, c, equal);
     balance::refine_options window_only;
     window_only.extended_work = 0;
+    window_only.escape_work = 0;
     const double window_max = test::check_run(balance::refine(w, start, c, equal, window_only), w, d, c, equal);
-    const assignment extended = balance::refine(w, start, c, equal);
-    CHECK(extended == balance::refine(w, start, c, equal));  // deterministic
-    const double extended_max = test::check_run(extended, w, d, c, equal);
+    balance::refine_options no_escape;
+    no_escape.escape_work = 0;
+    const double extended_max = test::check_run(balance::refine(w, start, c, equal, no_escape), w, d, c, equal);
+    const assignment escaped = balance::refine(w, start, c, equal);
+    CHECK(escaped == balance::refine(w, start, c, equal));  // deterministic
+    const double escaped_max = test::check_run(escaped, w, d, c, equal);
     const double kk_max = test::check_run(balance::karmarkar_karp{}(w, d, c, equal), w, d, c, equal);
     CHECK(window_max == start_max);  // the window alone is stuck at the start
     CHECK(extended_max < start_max);
     CHECK(extended_max <= kk_max);
+    CHECK(escaped_max <= extended_max);  // the two-unit exchanges only continue the descent
   }
+}
+
+namespace {
+
+/// The shipped algorithms that apply to tokens / attention costs (padded needs a padded cost,
+/// conv the conv cost); migrate needs the origin the caller gives.
+constexpr std::array<const char*, 5> shipped = {"lpt", "kk", "greedy-ascending", "tolerance:v=500",
+                                                "migrate:eps=0.001"};
+
+struct property_counts {
+  std::size_t checked = 0, failed = 0;
+  double worst = 0;  // largest max(X+refine) / best − 1
+};
+
+/// Runs every applicable shipped algorithm Y plain and with +refine on one instance and returns,
+/// per X, max(X+refine) / min_Y max(Y) − 1 (NaN where X does not apply). Checks that refine
+/// never raises its start's maximum and that the two-unit escape only continues the descent.
+std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, const char* cost_spec, bool equal,
+                                     std::span<const rank_t> origin) {
+  const spec::any_cost cost = spec::parse_cost(cost_spec);
+  balance::problem p{w, d};
+  if (equal) p.limits.counts.kind = balance::count_cap::mode::equal;
+  p.origin = origin;
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> refined(shipped.size(), std::numeric_limits<double>::quiet_NaN()), plain = refined;
+  for (std::size_t x = 0; x < shipped.size(); ++x)
+    for (const bool with_refine : {false, true}) {
+      const std::string name = std::string(shipped[x]) + (with_refine ? "+refine" : "");
+      assignment a;
+      try {
+        a = spec::solve(spec::parse_algorithm(name), cost, p);
+      } catch (const invalid_input&) {
+        continue;  // the algorithm does not take these constraints
+      }
+      const double m = std::visit(
+          [&](const auto& c) {
+            const auto loads = bin_loads(a, w, c);
+            return *std::max_element(loads.begin(), loads.end());
+          },
+          cost);
+      best = std::min(best, m);
+      if (!with_refine) plain[x] = m;
+      if (with_refine) {
+        refined[x] = m;
+        INFO(name);
+        CHECK(m <= plain[x]);  // refine never raises the maximum of its start
+      }
+    }
+  std::visit(
+      [&](const auto& c) {
+        const assignment start = balance::lpt{}(w, d, c, p.limits);
+        balance::refine_options no_escape;
+        no_escape.escape_work = 0;
+        auto top = [&](const assignment& a) {
+          const auto loads = bin_loads(a, w, c);
+          return *std::max_element(loads.begin(), loads.end());
+        };
+        CHECK(top(balance::refine(w, start, c, p.limits)) <= top(balance::refine(w, start, c, p.limits, no_escape)));
+      },
+      cost);
+  for (double& r : refined)
+    if (!std::isnan(r)) r = best > 0 ? r / best - 1 : (r > 0 ? 1.0 : 0.0);
+  return refined;
+}
+
+}  // namespace
+
+// The issue-13 goal "X+refine never worse than any shipped algorithm within 1e-5" does NOT hold
+// for a local search: on these instances 10-30 % of (instance, X) pairs end above the best
+// shipped result (up to 3 % with equal counts, where kk's differencing finds partitions no
+// sequence of improving one- and two-unit exchanges from X reaches). The counts per class are
+// printed (bench/RESULTS.md "Session 10 — refine"); what is asserted is what holds for every
+// instance: refine never raises its start's maximum, and the escape never ends above the plain
+// search.
+TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
+          "[balance][refine][property]") {
+  constexpr double tolerance = 1e-5;
+  // Class key: (equal counts, items per bin ≤ 3 or d ≤ 2 [tiny], else regular).
+  std::map<std::string, property_counts> counts;
+  auto record = [&](const std::string& cls, const std::vector<double>& excess) {
+    for (std::size_t x = 0; x < excess.size(); ++x) {
+      if (std::isnan(excess[x])) continue;
+      property_counts& c = counts[cls + " " + shipped[x]];
+      ++c.checked;
+      c.worst = std::max(c.worst, excess[x]);
+      if (excess[x] > tolerance) ++c.failed;
+    }
+  };
+  // Random instances: d 2..64, 2..32 items per bin (n = d · s + a remainder < d), four shapes.
+  for (std::uint64_t seed = 0; seed < 160; ++seed) {
+    rng_engine g = make_rng(seed, 0x5e5510);
+    const rank_t d = static_cast<rank_t>(2 + uniform_below(g, seed % 4 == 0 ? 63 : 15));
+    const std::size_t per_bin = 2 + uniform_below(g, d > 16 ? 7 : 31);
+    const std::size_t n = d * per_bin + uniform_below(g, d);
+    std::vector<length_t> w(n);
+    const std::uint64_t shape = seed % 4;
+    for (auto& x : w) {
+      if (shape == 0) x = static_cast<length_t>(1 + uniform_below(g, 1000));
+      if (shape == 1) x = static_cast<length_t>(std::min(200000.0, lognormal(g, 1400, 0.9)));
+      if (shape == 2) x = static_cast<length_t>(1 + uniform_below(g, 20));
+      if (shape == 3)
+        x = static_cast<length_t>(uniform_below(g, 8) == 0 ? 5000 + uniform_below(g, 5000) : 1 + uniform_below(g, 500));
+    }
+    std::vector<rank_t> origin(n);
+    for (auto& r : origin) r = static_cast<rank_t>(uniform_below(g, d));
+    const bool equal = (seed / 4) % 2 == 1;
+    const char* cost = (seed / 8) % 2 == 0 ? "tokens" : "attention:alpha=1,beta=0.0001";
+    const std::string cls = std::string(equal ? "equal" : "free") + (per_bin <= 3 || d <= 2 ? " tiny" : " regular");
+    INFO("seed " << seed << " d " << d << " n " << n << " " << cost);
+    record("random " + cls, excess_over_best(w, d, cost, equal, origin));
+  }
+  // Generated (realistic) instances: the LLM phase of every family at small d.
+  for (const family f : {family::omni, family::internvl, family::audio, family::llava})
+    for (const rank_t d : {2u, 4u, 8u, 16u, 32u})
+      for (const std::uint64_t per_rank : {2u, 4u, 8u, 16u}) {
+        generator_options o;
+        o.samples = per_rank * d;
+        o.ranks = d;
+        o.seed = 7 + d + per_rank;
+        const phase_items items = phase_items_of(generate(f, o, default_length_data()), "llm");
+        if (items.weights.empty()) continue;
+        const bool equal = (d + per_rank) % 2 == 0;
+        const std::size_t per_bin = items.weights.size() / d;
+        const std::string cls = std::string(equal ? "equal" : "free") + (per_bin <= 3 || d <= 2 ? " tiny" : " regular");
+        record("generated " + cls, excess_over_best(items.weights, d, "tokens", equal, items.origin));
+      }
+  for (const auto& [name, c] : counts)
+    std::printf("%-40s checked %4zu failed %3zu worst %.3g\n", name.c_str(), c.checked, c.failed, c.worst);
 }
