@@ -156,7 +156,9 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
     INFO("seed " << seed << " d " << d << " n " << n << " " << cost);
     record("random " + cls, excess_over_best(w, d, cost, equal, origin));
   }
-  // Generated (realistic) instances: the LLM phase of every family at small d.
+  // Generated (realistic) instances: the LLM phase of every family at small d, free and equal
+  // counts in turn.
+  std::size_t generated = 0;
   for (const family f : {family::omni, family::internvl, family::audio, family::llava})
     for (const rank_t d : {2u, 4u, 8u, 16u, 32u})
       for (const std::uint64_t per_rank : {2u, 4u, 8u, 16u}) {
@@ -166,7 +168,7 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
         o.seed = 7 + d + per_rank;
         const phase_items items = phase_items_of(generate(f, o, default_length_data()), "llm");
         if (items.weights.empty()) continue;
-        const bool equal = (d + per_rank) % 2 == 0;
+        const bool equal = generated++ % 2 == 1;
         const std::size_t per_bin = items.weights.size() / d;
         const std::string cls = std::string(equal ? "equal" : "free") + (per_bin <= 3 || d <= 2 ? " tiny" : " regular");
         record("generated " + cls, excess_over_best(items.weights, d, "tokens", equal, items.origin));
