@@ -168,7 +168,7 @@ inline equal_split equal_split_search(std::span<const double> desc, std::size_t 
 /// by complete differencing of the pair differences, CKK, ≤ 256 nodes), then, for ≤ 64 pooled
 /// items, by the complete search `detail::equal_split_search` started from that result (exact
 /// unless it runs out of 1,024 nodes). If no partner helps, the costliest bin and two of its 8
-/// cheapest partners are re-split three ways the same way. The new parts hold ⌊q/w⌋ or ⌈q/w⌉
+/// cheapest partners (≤ 64 pooled items) are re-split three ways the same way. The new parts hold ⌊q/w⌋ or ⌈q/w⌉
 /// of the q pooled items, so the counts stay within ⌊n/d⌋..⌈n/d⌉. The first re-split whose
 /// parts all end below the costliest bin is taken; it stops when the costliest bin gains from
 /// no group or after 2d + 16 re-splits. Every accepted step lowers the sorted load vector
@@ -482,7 +482,7 @@ struct karmarkar_karp {
       for (const std::uint32_t k : lists[b]) load[b] += unit_cost[k];
 
     // Re-differencing: the costliest bin and one of the `partners` cheapest (then, if none
-    // helps, two of the `triple_partners` cheapest) pool their units and split them again: by
+    // helps, two of the `triple_partners` cheapest, ≤ `exact_units` units) pool their units and split them again: by
     // balanced differencing, then, for at most `exact_units` units, by the complete search
     // `detail::equal_split_search` from that result (exact unless it runs out of
     // `split_nodes`). The new parts hold ⌊q/w⌋ or ⌈q/w⌉ of the q pooled units, which stays
@@ -546,6 +546,7 @@ struct karmarkar_karp {
       for (std::size_t a = 0; a < few && !improved; ++a)
         for (std::size_t b = a + 1; b < few && !improved && budget > 0; ++b) {
           const rank_t group[3] = {top, cheap[a], cheap[b]};
+          if (lists[top].size() + lists[cheap[a]].size() + lists[cheap[b]].size() > exact_units) continue;
           --budget;
           improved = resplit(group, top_load);
         }
