@@ -45,11 +45,12 @@ struct equal_split {
 /// reaching the root's bound (the mean, rounded up when every cost is an integer), or after
 /// `node_budget` nodes.
 /// - Guarantee: `complete` ⇒ `max_load` is the optimum (or the incumbent is optimal);
-///   deterministic (parts tried by cost, then index).
+///   deterministic (parts tried by cost, then index). Throws `invalid_input` if ways > 255.
 /// - Complexity: O(node_budget · ways) time, O(q + ways) memory.
 /// @see Korf (1998) "A complete anytime algorithm for number partitioning"; docs/DESIGN.md §5.1.
 inline equal_split equal_split_search(std::span<const double> desc, std::size_t ways, double incumbent,
                                       std::size_t node_budget) {
+  if (ways > 255) mmbal::detail::throw_invalid("equal_split_search: ways = ", ways, " > 255");
   equal_split out;
   out.max_load = incumbent;
   const std::size_t q = desc.size();
