@@ -46,7 +46,7 @@ struct equal_split {
 /// `node_budget` nodes.
 /// - Guarantee: `complete` ⇒ `max_load` is the optimum (or the incumbent is optimal);
 ///   deterministic (parts tried by cost, then index). Throws `invalid_input` if ways > 255.
-/// - Complexity: O(node_budget · ways) time, O(q + ways) memory.
+/// - Complexity: O(node_budget · ways²) time (ways is small), O(q + ways) memory, recursion depth q.
 /// @see Korf (1998) "A complete anytime algorithm for number partitioning"; docs/DESIGN.md §5.1.
 inline equal_split equal_split_search(std::span<const double> desc, std::size_t ways, double incumbent,
                                       std::size_t node_budget) {
@@ -91,7 +91,6 @@ inline equal_split equal_split_search(std::span<const double> desc, std::size_t 
   goal = std::max(goal, bound(0));
   std::size_t nodes = 0;
   bool stop = false;
-  std::vector<std::size_t> order(ways);
   auto descend = [&](auto& self, std::size_t i) -> void {
     if (++nodes > node_budget) {
       stop = true;
