@@ -8,6 +8,9 @@
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
 
+#include <algorithm>
+#include <limits>
+
 using namespace mmbal;
 
 namespace {
@@ -75,19 +78,102 @@ TEST_CASE("kk equal count: a heavy item gets the lightest partners (3 per bin, o
   CHECK(r.lower == 121.0);
 }
 
-TEST_CASE("kk equal count on random instances with >= 2 items per bin: vs capped lpt and the equal-count bound",
-          "[balance][kk]") {
-  // Issue 13's goal is eq_kk ≤ capped lpt (relative 1e-9) and ≤ 1.01 × the equal-count bound.
-  // Neither holds on every instance (the bound is loose with few integral items; with d ≤ 4
-  // and few items the pair chunkings can miss LPT's split), so this asserts what does hold on
-  // every instance — never more than 5 % above lpt; above 1.01 × the bound only where lpt is
-  // too or the gap to lpt is small — and caps the counts at the measured ones
-  // (bench/RESULTS.md), so a regression of the differencing fails here.
+// A stronger equal-count lower bound for additive costs (solo costs v_1 ≥ … ≥ v_n, f = ⌊n/d⌋
+// ≥ 2 items in every bin, S = Σ of the f − 2 smallest): for every i ≤ d,
+//   OPT ≥ min(2·v_i + S, v_i + v_{n+1−i} + S).
+// Proof: look at the i costliest items. (a) Two of them share a bin: it holds two items of
+// cost ≥ v_i and f − 2 more, which cost at least the f − 2 smallest: ≥ 2·v_i + S. (b) They lie
+// in i distinct bins: each of these holds f − 1 ≥ 1 other items, none among the i costliest.
+// The costliest "other" item of each bin gives i distinct items ranked below i, so one of them
+// costs ≥ the i-th cheapest item, v_{n+1−i}; its bin holds a top-i item (≥ v_i), that item and
+// f − 2 more (≥ S): ≥ v_i + v_{n+1−i} + S. With two items per bin and n = 2d this is the
+// optimum (pair the sorted items from both ends). Checked against brute force below.
+double pairing_lower_bound(std::vector<double> v, std::size_t bins) {
+  std::sort(v.rbegin(), v.rend());
+  const std::size_t n = v.size(), f = n / bins;
+  if (f < 2) return 0;
+  double small = 0;
+  for (std::size_t k = 0; k + 2 < f; ++k) small += v[n - 1 - k];
+  double best = 0;
+  for (std::size_t i = 1; i <= bins; ++i)
+    best = std::max(best, std::min(2 * v[i - 1] + small, v[i - 1] + v[n - i] + small));
+  return best;
+}
+
+// The optimum maximum over every placement with ⌊n/d⌋..⌈n/d⌉ items per bin, by enumerating all
+// d^n placements (tiny inputs only).
+double brute_equal_optimum(const std::vector<double>& v, std::size_t bins) {
+  const std::size_t n = v.size(), lo = n / bins, hi = (n + bins - 1) / bins;
+  std::vector<std::size_t> bin_of(n, 0);
+  double best = std::numeric_limits<double>::infinity();
+  for (;;) {
+    std::vector<double> load(bins, 0.0);
+    std::vector<std::size_t> count(bins, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      load[bin_of[i]] += v[i];
+      ++count[bin_of[i]];
+    }
+    if (std::all_of(count.begin(), count.end(), [&](std::size_t c) { return c >= lo && c <= hi; }))
+      best = std::min(best, *std::max_element(load.begin(), load.end()));
+    std::size_t i = 0;
+    while (i < n && ++bin_of[i] == bins) bin_of[i++] = 0;
+    if (i == n) return best;
+  }
+}
+
+TEST_CASE("kk equal count: the exact split search and the pairing bound agree with brute force", "[balance][kk]") {
+  // equal_split_search with a generous budget is the optimum (`complete`); the pairing bound
+  // and equal_count_lower_bound never exceed it; with an incumbent at the optimum nothing is
+  // found. Small integer and fractional costs, 2–4 bins, 4–9 items (≤ 3^9 or 4^7 placements).
+  int checked = 0;
+  for (std::uint64_t seed = 0; seed < 150; ++seed) {
+    rng_engine g = make_rng(seed, 0x5e1f);
+    const std::size_t bins = 2 + uniform_below(g, 3);
+    const std::size_t n = std::min<std::size_t>(2 * bins + uniform_below(g, 5), bins == 4 ? 8 : 9);
+    if (n < 2 * bins) continue;
+    std::vector<length_t> w(n);
+    for (auto& x : w) x = static_cast<length_t>(seed % 2 ? 1 + uniform_below(g, 12) : lognormal(g, 1400, 0.9));
+    const cost::attention attn{1.0, 0.001};
+    std::vector<double> v;
+    for (const length_t x : w) v.push_back(seed % 3 == 0 ? attn.item(x) : static_cast<double>(x));
+    INFO("seed " << seed << " n " << n << " bins " << bins);
+    const double opt = brute_equal_optimum(v, bins);
+    std::vector<double> desc = v;
+    std::sort(desc.rbegin(), desc.rend());
+    const balance::detail::equal_split s =
+        balance::detail::equal_split_search(desc, bins, std::numeric_limits<double>::infinity(), 1u << 24);
+    REQUIRE(s.complete);
+    REQUIRE(s.found);
+    CHECK(s.max_load == Approx(opt).epsilon(1e-12));
+    std::vector<std::size_t> count(bins, 0);
+    for (const std::uint8_t p : s.part) ++count[p];
+    for (const std::size_t c : count) CHECK((c >= n / bins && c <= (n + bins - 1) / bins));
+    // Sums in another order may differ in the last bit: below the optimum by more is a bug.
+    const balance::detail::equal_split none =
+        balance::detail::equal_split_search(desc, bins, opt * (1 - 1e-12), 1u << 24);
+    CHECK_FALSE(none.found);
+    CHECK(none.complete);
+    CHECK(pairing_lower_bound(v, bins) <= opt * (1 + 1e-12));
+    if (seed % 3 != 0)
+      CHECK(equal_count_lower_bound(std::span<const length_t>(w), static_cast<rank_t>(bins), cost::tokens{}) <= opt);
+    if (n == 2 * bins) CHECK(pairing_lower_bound(v, bins) == Approx(opt).epsilon(1e-12));  // exact for pairs
+    ++checked;
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("kk equal count on random instances with >= 2 items per bin: never worse than capped lpt", "[balance][kk]") {
+  // Issue 13's goal: eq_kk ≤ capped lpt (relative 1e-9) and ≤ 1.01 × the equal-count bound.
+  // The first holds on every instance here (seeds 0–3999 with n ≤ 3,000 have one exception,
+  // seed 3097, +0.7 %; bench/RESULTS.md). The second cannot hold everywhere: with few
+  // integral items the optimum itself is often above 1.01 × any bound. So above the bound
+  // (equal_count_lower_bound or the pairing bound, whichever is larger) kk must be no worse
+  // than lpt; the count is reported, and capped at the measured one so a regression fails.
   balance::constraints limits;
   limits.counts.kind = balance::count_cap::mode::equal;
   const spec::any_cost costs[] = {spec::parse_cost("tokens"), spec::parse_cost("attention:alpha=1,beta=0.001")};
   const spec::algorithm_spec kk_spec = spec::parse_algorithm("kk"), lpt_spec = spec::parse_algorithm("lpt");
-  int runs = 0, worse = 0, over = 0, over_alone = 0;
+  int runs = 0, over = 0, over_lpt = 0;
   for (std::uint64_t seed = 0; seed < 1500; ++seed) {
     const test::instance in = test::random_instance(seed, 2000);
     if (in.bins < 2 || in.weights.size() < 2 * std::size_t{in.bins}) continue;
@@ -99,21 +185,20 @@ TEST_CASE("kk equal count on random instances with >= 2 items per bin: vs capped
       const double kk_max = test::check_run(kk, in.weights, in.bins, c, limits);
       const double lpt_max = test::check_run(lpt, in.weights, in.bins, c, limits);
       const double bound = std::visit(
-          [&](const auto& cc) { return equal_count_lower_bound(std::span<const length_t>(in.weights), in.bins, cc); },
+          [&](const auto& cc) {
+            std::vector<double> solo;
+            for (const length_t x : in.weights) solo.push_back(cc.value(cc.add(cc.empty(), x)));
+            return std::max(equal_count_lower_bound(std::span<const length_t>(in.weights), in.bins, cc),
+                            pairing_lower_bound(solo, in.bins));
+          },
           c);
       ++runs;
-      CHECK(kk_max <= 1.05 * lpt_max);
-      if (kk_max > lpt_max * (1 + 1e-9)) ++worse;
-      if (kk_max > 1.01 * bound) {
-        ++over;
-        if (lpt_max <= 1.01 * bound) ++over_alone;
-      }
+      CHECK(kk_max <= lpt_max * (1 + 1e-9));
+      if (kk_max > 1.01 * bound) ++over;
+      if (lpt_max > 1.01 * bound) ++over_lpt;
     }
   }
-  WARN("runs " << runs << ", eq_kk > lpt: " << worse << ", eq_kk > 1.01 x bound: " << over << " (lpt within it on "
-               << over_alone << ")");
+  WARN("runs " << runs << ", eq_kk > 1.01 x bound: " << over << " (capped lpt: " << over_lpt << ")");
   CHECK(runs > 1000);
-  CHECK(worse <= 18);      // measured: 18 of 1,944 (the previous BLDM: 84)
-  CHECK(over <= 270);      // measured: 270 (previous: 354)
-  CHECK(over_alone <= 3);  // measured: 3 (previous: 17)
+  CHECK(over <= 212);  // measured: 212 of 1,944 (before the exact re-splits: 264; capped lpt: 475)
 }

@@ -10,6 +10,7 @@
 #include <mmbal/core/types.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -21,6 +22,127 @@
 #include <vector>
 
 namespace mmbal::balance {
+
+namespace detail {
+
+/// Result of `equal_split_search`.
+struct equal_split {
+  std::vector<std::uint8_t> part;  ///< part (0 .. ways − 1) of each item, in the input order
+  double max_load = 0;             ///< its costliest part; the incumbent if nothing better was found
+  bool found = false;              ///< a split strictly below the incumbent was found (`part` is set)
+  bool complete = false;           ///< searched to the end: no split has a lower maximum than `max_load`
+};
+
+/// Depth-first branch and bound (complete greedy with cardinality, Korf 1998) over the splits
+/// of `desc` (item costs sorted descending) into `ways` parts of ⌊q/ways⌋ or ⌈q/ways⌉ items
+/// each (q = |desc|), for the lowest maximum part strictly below `incumbent`.
+///
+/// Items are placed in order, each first into the cheapest part with room (so the first leaf
+/// is capped LPT), skipping a part identical in (cost, count) to one already tried. A node is
+/// cut when a part's cost cannot end below the best maximum so far: its cost plus the
+/// smallest remaining items it still needs, or the total minus what the other parts can
+/// still take at most (the largest remaining items that fit their room). Stops at a split
+/// reaching the root's bound (the mean, rounded up when every cost is an integer), or after
+/// `node_budget` nodes.
+/// - Guarantee: `complete` ⇒ `max_load` is the optimum (or the incumbent is optimal);
+///   deterministic (parts tried by cost, then index). Throws `invalid_input` if ways > 255.
+/// - Complexity: O(node_budget · ways²) time (ways is small), O(q + ways) memory, recursion depth q.
+/// @see Korf (1998) "A complete anytime algorithm for number partitioning"; docs/DESIGN.md §5.1.
+inline equal_split equal_split_search(std::span<const double> desc, std::size_t ways, double incumbent,
+                                      std::size_t node_budget) {
+  if (ways > 255) mmbal::detail::throw_invalid("equal_split_search: ways = ", ways, " > 255");
+  equal_split out;
+  out.max_load = incumbent;
+  const std::size_t q = desc.size();
+  if (ways == 0 || q == 0) {
+    out.complete = true;
+    return out;
+  }
+  const std::size_t floor_count = q / ways, ceil_count = (q + ways - 1) / ways;
+  std::vector<double> prefix(q + 1, 0.0);  // prefix[i] = Σ desc[0 .. i)
+  bool integral = true;
+  for (std::size_t i = 0; i < q; ++i) {
+    prefix[i + 1] = prefix[i] + desc[i];
+    integral = integral && desc[i] == std::floor(desc[i]);
+  }
+  const double total = prefix[q];
+  integral = integral && total < 0x1.0p52;
+  std::vector<double> load(ways, 0.0);
+  std::vector<std::size_t> count(ways, 0);
+  std::vector<std::uint8_t> part(q, 0);
+  // Lower bound on the final maximum below a node at depth i (items i .. q − 1 remain).
+  auto bound = [&](std::size_t i) {
+    const std::size_t rest = q - i;
+    const double rest_sum = total - prefix[i];
+    std::size_t room_all = 0;
+    for (std::size_t b = 0; b < ways; ++b) room_all += ceil_count - count[b];
+    double lower = 0;
+    for (std::size_t b = 0; b < ways; ++b) {
+      const std::size_t need = count[b] < floor_count ? floor_count - count[b] : 0;
+      const double at_least = load[b] + (prefix[q] - prefix[q - need]);  // its smallest needed items
+      const std::size_t others = std::min(rest, room_all - (ceil_count - count[b]));
+      const double left_over = load[b] + rest_sum - (prefix[i + others] - prefix[i]);
+      lower = std::max({lower, at_least, left_over});
+    }
+    return lower;
+  };
+  double goal = total / static_cast<double>(ways);
+  if (integral) goal = std::ceil(goal);
+  goal = std::max(goal, bound(0));
+  std::size_t nodes = 0;
+  bool stop = false;
+  auto descend = [&](auto& self, std::size_t i) -> void {
+    if (++nodes > node_budget) {
+      stop = true;
+      return;
+    }
+    if (i == q) {
+      const double top = *std::max_element(load.begin(), load.end());
+      if (top < out.max_load) {
+        out.max_load = top;
+        out.part = part;
+        out.found = true;
+        if (top <= goal) stop = true;
+      }
+      return;
+    }
+    if (bound(i) >= out.max_load) return;
+    std::size_t need_all = 0;
+    for (std::size_t b = 0; b < ways; ++b) need_all += count[b] < floor_count ? floor_count - count[b] : 0;
+    // Parts by cost ascending, ties by index; computed per node (ways is small).
+    std::vector<std::size_t> tried;
+    tried.reserve(ways);
+    for (std::size_t step = 0; step < ways && !stop; ++step) {
+      std::size_t pick = ways;
+      for (std::size_t b = 0; b < ways; ++b) {
+        if (std::find(tried.begin(), tried.end(), b) != tried.end()) continue;
+        if (pick == ways || load[b] < load[pick]) pick = b;
+      }
+      tried.push_back(pick);
+      const std::size_t b = pick;
+      if (count[b] >= ceil_count) continue;
+      // Placing here must leave enough items for the parts still below ⌊q/ways⌋.
+      const std::size_t need_after = need_all - (count[b] < floor_count ? 1 : 0);
+      if (q - i - 1 < need_after) continue;
+      bool same = false;  // an identical part was already tried: same subtree
+      for (std::size_t t = 0; t + 1 < tried.size(); ++t)
+        same = same || (load[tried[t]] == load[b] && count[tried[t]] == count[b]);
+      if (same) continue;
+      const double saved = load[b];  // restored exactly (no subtraction round-off)
+      load[b] += desc[i];
+      ++count[b];
+      part[i] = static_cast<std::uint8_t>(b);
+      self(self, i + 1);
+      load[b] = saved;
+      --count[b];
+    }
+  };
+  descend(descend, 0);
+  out.complete = !stop || (out.found && out.max_load <= goal);
+  return out;
+}
+
+}  // namespace detail
 
 /// Karmarkar–Karp largest differencing for an `additive_cost`.
 ///
@@ -40,15 +162,18 @@ namespace mmbal::balance {
 /// can pair with the lightest items as capped LPT does while the consecutive middle keeps the
 /// small-spread tuples that do the fine balancing at the end. The differencing runs for
 /// light ∈ {0, d/4, d/2, 3d/4, d} (light = 0 is classic BLDM) and keeps the partition with the
-/// lowest maximum subset cost (ties: the smaller light). Then *pairwise re-differencing*:
-/// the costliest bin and one of its 8 cheapest partners (cheapest first) pool their items and
-/// split them again by two-way balanced differencing — the same five chunkings with d = 2; a
-/// chunking of ≤ 64 pairs is searched by complete differencing of the pair differences (CKK,
-/// differencing branch first, so the first leaf is plain BLDM; ≤ 256 nodes). The pair's two
-/// counts (which differ by ≤ 1) are kept. The first re-split that lowers the pair's maximum is
-/// taken; it stops when the costliest bin gains with no partner or after 2d + 16 re-splits.
-/// Every accepted step lowers the sorted load vector lexicographically, so it terminates.
-/// Capped LPT is never run: this is differencing throughout.
+/// lowest maximum subset cost (ties: the smaller light). Then *re-differencing*: the costliest
+/// bin and one of its 8 cheapest partners (cheapest first) pool their items and split them
+/// again — by two-way balanced differencing (the same five chunkings with d = 2; ≤ 64 pairs
+/// by complete differencing of the pair differences, CKK, ≤ 256 nodes), then, for ≤ 64 pooled
+/// items, by the complete search `detail::equal_split_search` started from that result (exact
+/// unless it runs out of 1,024 nodes). If no partner helps, the costliest bin and two of its 8
+/// cheapest partners (≤ 64 pooled items) are re-split three ways the same way. The new parts hold ⌊q/w⌋ or ⌈q/w⌉
+/// of the q pooled items, so the counts stay within ⌊n/d⌋..⌈n/d⌉. The first re-split whose
+/// parts all end below the costliest bin is taken; it stops when the costliest bin gains from
+/// no group or after 2d + 16 re-splits. Every accepted step lowers the sorted load vector
+/// lexicographically, so it terminates. Capped LPT is never run: differencing plus exact
+/// local re-splits.
 ///
 /// Index back-tracking: a subset is a (cost, head, tail) of an intrusive singly linked list
 /// over the items (`next[item]`); joining two subsets links one list behind the other in
@@ -56,6 +181,12 @@ namespace mmbal::balance {
 /// d-length list is ever copied.
 ///
 /// - Guarantee: a heuristic; for d = 2 usually far better than LPT (Karmarkar & Karp 1982);
+///   never claimed to be optimal. Equal counts: each bin holds ⌊n/d⌋ or ⌈n/d⌉ items. On the
+///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`; on
+///   5,160 random instances with ≥ 2 items per bin it is worse than capped `lpt` on one (by
+///   0.7 %: a local optimum of the pair and triple re-splits) — see bench/RESULTS.md and
+///   tests/balance/kk_equal_test.cpp. Costs are summed in double in a fixed order; every
+///   choice has a deterministic tie-break.
 ///   never claimed to be optimal. Equal counts: each bin holds ⌊n/d⌋ or ⌈n/d⌉ items. On the
 ///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`; on
 ///   random instances with ≥ 2 items per bin it is worse than capped `lpt` on ≈ 0.8 % (by
@@ -66,7 +197,8 @@ namespace mmbal::balance {
 ///   k the non-empty subsets of the two tuples (≤ 2d) and o those that meet (both sides
 ///   non-empty): the rest are two already sorted runs, merged; equal-count: five
 ///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 2d + 16 re-splits of
-///   O(q log q + 5 · 256 · q) each (q = ⌈n/d⌉; the node budget applies only when q ≤ 64).
+///   O(q log q + 5 · 256 · q) each (q = the pooled items, ≤ 3⌈n/d⌉; the CKK budget applies
+///   when a two-way split has ≤ 64 pairs, the search's 1,024 nodes of O(w) when q ≤ 64).
 /// - Slot order: the order of the subset's linked list (the combination order); equal counts:
 ///   the order of the last split that formed the bin.
 /// - Constraints: `count_cap` equal (BLDM); `groups` without count caps (each group is one
@@ -349,44 +481,75 @@ struct karmarkar_karp {
     for (std::size_t b = 0; b < lists.size(); ++b)
       for (const std::uint32_t k : lists[b]) load[b] += unit_cost[k];
 
-    // Pairwise re-differencing: the costliest bin and one of the `partners` cheapest pool their
-    // units and split them again by two-way balanced differencing (their two counts are kept:
-    // they differ by at most one, as do the halves); the first re-split that lowers the pair's
-    // maximum is taken. Stops when the costliest bin gains from no partner or after `budget`
-    // re-splits. Every accepted step lowers the sorted load vector lexicographically.
-    constexpr std::size_t partners = 8;
+    // Re-differencing: the costliest bin and one of the `partners` cheapest (then, if none
+    // helps, two of the `triple_partners` cheapest, ≤ `exact_units` units) pool their units and split them again: by
+    // balanced differencing, then, for at most `exact_units` units, by the complete search
+    // `detail::equal_split_search` from that result (exact unless it runs out of
+    // `split_nodes`). The new parts hold ⌊q/w⌋ or ⌈q/w⌉ of the q pooled units, which stays
+    // within the bins' counts ⌊n/d⌋..⌈n/d⌉. The first re-split whose parts all end below the
+    // costliest bin is taken. Stops when the costliest bin gains from no group or after
+    // `budget` re-splits. Every accepted step lowers the sorted load vector lexicographically
+    // (one bin at the maximum leaves it, no bin reaches it), so it terminates.
+    constexpr std::size_t partners = 8, triple_partners = 8, exact_units = 64, split_nodes = 1024;
     std::size_t budget = 2 * std::size_t{bins} + 16;
     std::set<std::pair<double, rank_t>> by_load;
     for (rank_t b = 0; b < bins; ++b) by_load.emplace(load[b], b);
     std::vector<std::uint32_t> pooled;
+    std::vector<double> pooled_cost;
+    auto resplit = [&](std::span<const rank_t> group, double top_load) {
+      const std::size_t ways = group.size();
+      pooled.clear();
+      for (const rank_t b : group) pooled.insert(pooled.end(), lists[b].begin(), lists[b].end());
+      desc_order(pooled);
+      split parts = balanced_differencing(pooled, ways);
+      parts.lists.resize(ways);
+      auto loads_of = [&] {
+        std::vector<double> l(ways, 0.0);
+        for (std::size_t s = 0; s < ways; ++s)
+          for (const std::uint32_t k : parts.lists[s]) l[s] += unit_cost[k];
+        return l;
+      };
+      std::vector<double> part_load = loads_of();
+      if (pooled.size() <= exact_units) {
+        pooled_cost.clear();
+        for (const std::uint32_t k : pooled) pooled_cost.push_back(unit_cost[k]);
+        const detail::equal_split better = detail::equal_split_search(
+            pooled_cost, ways, *std::max_element(part_load.begin(), part_load.end()), split_nodes);
+        if (better.found) {
+          for (auto& l : parts.lists) l.clear();
+          for (std::size_t i = 0; i < pooled.size(); ++i) parts.lists[better.part[i]].push_back(pooled[i]);
+          part_load = loads_of();
+        }
+      }
+      if (*std::max_element(part_load.begin(), part_load.end()) >= top_load) return false;
+      for (std::size_t s = 0; s < ways; ++s) {
+        by_load.erase({load[group[s]], group[s]});
+        lists[group[s]] = std::move(parts.lists[s]);
+        load[group[s]] = part_load[s];
+        by_load.emplace(load[group[s]], group[s]);
+      }
+      return true;
+    };
+    std::vector<rank_t> cheap;
     while (budget > 0 && bins > 1) {
       const auto [top_load, top] = *by_load.rbegin();
+      cheap.clear();
+      for (auto it = by_load.begin(); it != by_load.end() && cheap.size() < partners && it->first < top_load; ++it)
+        cheap.push_back(it->second);
       bool improved = false;
-      std::size_t tried = 0;
-      for (auto it = by_load.begin(); it != by_load.end() && tried < partners && budget > 0; ++it, ++tried) {
-        const auto [low_load, low] = *it;
-        if (low_load >= top_load) break;
-        pooled.assign(lists[top].begin(), lists[top].end());
-        pooled.insert(pooled.end(), lists[low].begin(), lists[low].end());
-        desc_order(pooled);
-        split two = balanced_differencing(pooled, 2);
+      for (std::size_t a = 0; a < cheap.size() && !improved && budget > 0; ++a) {
+        const rank_t group[2] = {top, cheap[a]};
         --budget;
-        two.lists.resize(2);
-        double pair_load[2] = {0.0, 0.0};
-        for (int s = 0; s < 2; ++s)
-          for (const std::uint32_t k : two.lists[s]) pair_load[s] += unit_cost[k];
-        if (std::max(pair_load[0], pair_load[1]) >= top_load) continue;
-        by_load.erase(it);
-        by_load.erase(std::prev(by_load.end()));
-        lists[top] = std::move(two.lists[0]);
-        lists[low] = std::move(two.lists[1]);
-        load[top] = pair_load[0];
-        load[low] = pair_load[1];
-        by_load.emplace(load[top], top);
-        by_load.emplace(load[low], low);
-        improved = true;
-        break;
+        improved = resplit(group, top_load);
       }
+      const std::size_t few = std::min(cheap.size(), triple_partners);
+      for (std::size_t a = 0; a < few && !improved; ++a)
+        for (std::size_t b = a + 1; b < few && !improved && budget > 0; ++b) {
+          const rank_t group[3] = {top, cheap[a], cheap[b]};
+          if (lists[top].size() + lists[cheap[a]].size() + lists[cheap[b]].size() > exact_units) continue;
+          --budget;
+          improved = resplit(group, top_load);
+        }
       if (!improved) break;
     }
 
