@@ -187,12 +187,6 @@ inline equal_split equal_split_search(std::span<const double> desc, std::size_t 
 ///   0.7 %: a local optimum of the pair and triple re-splits) — see bench/RESULTS.md and
 ///   tests/balance/kk_equal_test.cpp. Costs are summed in double in a fixed order; every
 ///   choice has a deterministic tie-break.
-///   never claimed to be optimal. Equal counts: each bin holds ⌊n/d⌋ or ⌈n/d⌉ items. On the
-///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`; on
-///   random instances with ≥ 2 items per bin it is worse than capped `lpt` on ≈ 0.8 % (by
-///   ≤ 4.3 %, mostly d ≤ 4 with few items, where the pairings restrict the search) — see
-///   bench/RESULTS.md and tests/balance/kk_equal_test.cpp. Costs are summed in double in a
-///   fixed order; every choice has a deterministic tie-break.
 /// - Complexity: O(n log n) for the heap of tuples plus, per combination, O(k + o log o) with
 ///   k the non-empty subsets of the two tuples (≤ 2d) and o those that meet (both sides
 ///   non-empty): the rest are two already sorted runs, merged; equal-count: five
