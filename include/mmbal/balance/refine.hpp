@@ -613,7 +613,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 /// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
 ///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
 ///   Not a guarantee of matching other algorithms: on seeded random and generated instances with
-///   2–32 items per bin, 10–30 % of `X+refine` results end above the best shipped algorithm's
+///   2–32 items per bin, 11–33 % of `X+refine` results end above the best shipped algorithm's
 ///   maximum by more than 1e-5 (up to 3 % with equal counts, where `kk`'s differencing reaches
 ///   partitions no chain of improving one- and two-unit exchanges from X does) — counted in
 ///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine".
