@@ -825,50 +825,67 @@ template <batch_cost C>
 
 }  // namespace detail
 
-/// Locality-aware minimal migration.
+/// Locality-aware minimal migration, for every cost.
 ///
-/// 1. Target: M = the maximum `lpt` reaches on the same problem (any cost, same constraints);
-///    target T = (1 + ε) · M, lowered to the capacity if one is given.
+/// 1. Reference and target T = (1 + ε) · reference, lowered to the capacity if one is given:
+///    - additive costs: first the lower bound max(Σ cost / d, largest unit); if steps 2–4 miss
+///      that target, the maximum `lpt` reaches, and steps 2–4 run again from the start;
+///    - padded costs (`padded_cost`, no groups): the better of `padded_binary_search` and
+///      `lpt` (ties: padded). A rank's cost is its count times its longest item, so a good
+///      placement keeps items of similar length together, which a current placement rarely
+///      does: unless the current maximum is already ≤ T (then nothing moves), the reference's
+///      placement itself is the move, its bins renamed (step 5);
+///    - other costs (and padded costs with groups): `lpt`'s maximum.
 /// 2. Unload: every rank whose current load exceeds T (overloaded; in decreasing load, ties by
 ///    index) gives up units until its load is ≤ T, chosen to move few bytes (see below). Ranks
-///    at or below T never give up anything.
-/// 3. Place: the removed units, largest cost first (ties by index), go (a) back to their own
-///    rank if it still fits under T (an over-removal), else (b) to the most loaded rank of the
-///    same node (node = rank / ranks_per_node) that stays ≤ T (best fit, which packs the
-///    small slack left by a tight target), else (c) to the most loaded rank anywhere that
-///    stays ≤ T, else (d) repair: the unit stays home for good and smaller units of the same
-///    overloaded home leave instead (at most one repair per unit), else (e) to the rank where
-///    its cost ends lowest (within the capacity).
+///    at or below T never give up anything. Costs are always evaluated on the rank's batch
+///    state (count, Σl, Σl², max l), never approximated.
+/// 3. Place: the removed units, largest cost first (ties: the order they left), go (a) back to
+///    their own rank if it still fits under T (an over-removal), else (b) to the most loaded
+///    rank of the same node (node = rank / ranks_per_node) that stays ≤ T (best fit), else
+///    (c) to the least loaded rank that stays ≤ T (ties: smaller index), else (d) repair: the
+///    unit stays home for good and smaller units of the same overloaded home leave instead
+///    (at most one repair per unit), else (e) to the rank where its cost ends lowest (within
+///    the capacity).
 /// 4. Polish, only if a rank is still above T: `refine`'s moves and swaps restricted to units
 ///    whose home was overloaded, until the maximum is ≤ T or no step improves it.
+/// 5. Fallback (strategy `relabel`): when steps 2–4 miss a target that the reference's own
+///    placement meets, that placement is taken with its bins renamed to ranks: a greedy
+///    matching of (bin, current rank) byte overlaps in decreasing bytes (at least half of the
+///    bytes the best renaming keeps), kept only if it keeps more than the identity, then units
+///    of one item with equal weights trade places so that those whose rank holds a slot of
+///    their weight stay (largest bytes first). Every rank keeps its multiset of weights, so
+///    its cost; the moved bytes never exceed the reference's own.
 ///
 /// Which units leave an overloaded rank: the cheaper in bytes of the single unit that covers
 /// the excess with the fewest bytes, and a greedy fill in increasing bytes per unit of cost
 /// relief (ties: smaller units first), finishing with the cheapest covering unit; repeated
 /// while the rank is above T (costs that are not additive can need a second round).
 ///
-/// - Guarantee: never moves an item off a rank whose current load is ≤ T; if the current
-///   maximum is ≤ T (e.g. ε large) nothing moves; the maximum is ≤ T whenever steps 3–4 find
-///   room (always observed with ≥ 16 items per rank, ε ≥ 0.1 % and items well below T). The
-///   target can be infeasible under the first rule (a large unit that fits on no rank that
-///   keeps its items); then the result's maximum exceeds `target_max` — compare them — and
-///   nothing loops. Moved bytes are not minimal in general (a knapsack problem) but are those
-///   of a few units per overloaded rank.
+/// - Guarantees: the result is a valid placement of every item. Without a capacity the maximum
+///   is ≤ `target_max` ≤ (1 + ε) · `lpt`'s maximum for additive costs, and ≤ (1 + ε) · the
+///   better of `padded` and `lpt` for padded costs; `target_reached` and `reached_max` report
+///   it for every cost. With strategy `unload` no item leaves a rank whose current load is
+///   ≤ T, and if the current maximum is ≤ T (e.g. ε large) nothing moves. Moved bytes are not
+///   minimal in general (a knapsack problem).
 /// - Bytes: `item_bytes` (empty = the weights); `opts.ranks_per_node` 0 means one node.
 /// - Constraints: `capacity` honoured (T ≤ capacity; `invalid_input` if a unit fits nowhere
 ///   within it); `groups` move as one unit (the current placement must keep every group on one
 ///   rank); `count_cap` is rejected (`invalid_input`): moving items off overloaded ranks alone
 ///   cannot keep counts equal.
 /// - Slot order: staying items keep their current order (ascending id within a rank), arrivals
-///   are appended in placement order.
-/// - Complexity: one `lpt` run plus O(n log n) for additive costs (removal rounds refold a rank:
-///   O(s²) for other costs), O(ranks_per_node + log d) per placed unit; the polish is bounded
-///   as `refine` is.
+///   are appended (in placement order; after a relabel in ascending id).
+/// - Complexity: additive costs O(n) plus O(s log s) per overloaded rank of s units, a radix
+///   sort of the removed units and O(ranks_per_node + log d) per placed unit — no `lpt` run
+///   when the lower bound is met (the common case with many items per rank); padded costs
+///   `padded` + `lpt` + O(n log n) for the renaming; other costs refold a rank per removal
+///   round (O(s²)). The polish is bounded as `refine` is.
 /// - Errors (`invalid_input`): ε < 0 or NaN, origin of the wrong size or a rank ≥ bins, item_bytes of
 ///   the wrong size, a group split by the current placement, count caps, plus what `lpt`
 ///   rejects.
-/// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of lpt's max, ≤ 25 % of the bytes lpt moves);
-///      OrchMLLM §5.2 (communication volume of the rearrangement, node-wise locality).
+/// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of the best shipped algorithm's max, ≤ 25 % of
+///      its bytes); OrchMLLM §5.1 (padded batches), §5.2 (communication volume of the
+///      rearrangement, node-wise locality).
 /// @param weights    cost weight (length) per item
 /// @param origin     current rank per item (< bins)
 /// @param item_bytes bytes per item, what a move costs (empty = the weights)
