@@ -469,10 +469,12 @@ template <batch_cost C>
   std::size_t next_sorted = 0;
   std::priority_queue<pooled, std::vector<pooled>, decltype(later_pooled)> repaired(later_pooled);
   least_loaded_tree by_load(load);
-  // The least loaded bin: a key below the bin's load is stale; refreshing it can only raise it.
+  // The least loaded visible bin (bins when every bin is hidden at +∞): a key below the bin's
+  // load is stale; refreshing it can only raise it.
   auto fresh_top = [&] {
     for (rank_t top = by_load.top();; top = by_load.top()) {
-      if (top >= bins || by_load.holds(top, load[top])) return top;
+      if (top >= bins || by_load.holds(top, std::numeric_limits<double>::infinity())) return bins;  // all hidden
+      if (by_load.holds(top, load[top])) return top;
       by_load.set(top, load[top]);
     }
   };
