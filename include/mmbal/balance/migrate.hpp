@@ -304,13 +304,15 @@ struct unload_outcome {
 };
 
 /// Steps 2–4 of `migrate` for one target: unload the ranks above `target`, place what left,
-/// polish if needed. Flat arrays: each rank's staying units are a segment of one array (in
-/// ascending unit), arrivals a linked list; destinations come from a lazy min-heap of (load, rank).
+/// polish if needed and `polish`. Flat arrays: each rank's staying units are a segment of one
+/// array (in ascending unit) carrying their weight and bytes, arrivals one list grouped by rank
+/// at the end; the least loaded rank comes from a winner tree refreshed lazily.
 template <batch_cost C>
 [[nodiscard]] unload_outcome unload_to_target(const units& u, std::span<const length_t> weights,
                                               std::span<const rank_t> unit_origin,
                                               std::span<const std::uint64_t> unit_bytes, rank_t bins, const C& cost,
-                                              const constraints& limits, rank_t ranks_per_node, double target) {
+                                              const constraints& limits, rank_t ranks_per_node, double target,
+                                              bool polish) {
   const char* name = "migrate";
   const std::size_t n = weights.size();
   using state = typename C::state;
@@ -624,7 +626,7 @@ template <batch_cost C>
     reached = std::max(reached, load[b]);
   }
   unload_outcome out;
-  if (reached <= target) {
+  if (reached <= target || !polish) {
     // Staying units in ascending first id, then arrivals in placement order.
     out.placement = assignment{bins, std::vector<location>(n)};
     for (rank_t b = 0; b < bins; ++b) {
@@ -749,8 +751,9 @@ template <batch_cost C>
     if (limits.capacity) t = std::min(t, *limits.capacity);
     return t;
   };
-  auto unload = [&](double target) {
-    return unload_to_target(u, weights, unit_origin, unit_bytes, bins, cost, limits, opts.ranks_per_node, target);
+  auto unload = [&](double target, bool polish) {
+    return unload_to_target(u, weights, unit_origin, unit_bytes, bins, cost, limits, opts.ranks_per_node, target,
+                            polish);
   };
   auto relabel = [&](const assignment& ref, double target, double ref_max) {
     std::vector<rank_t> ref_bin(u.count);
@@ -808,7 +811,7 @@ template <batch_cost C>
     }
     lower_bound = std::max(lower_bound, total / bins);
     const double target = target_of(lower_bound);
-    unload_outcome first = unload(target);
+    unload_outcome first = unload(target, false);  // a miss goes on to lpt's target, unpolished
     if (first.reached <= target) {
       r.reference_max = lower_bound;
       return finish(std::move(first.placement), target, first.reached, migrate_strategy::unload);
@@ -818,7 +821,7 @@ template <batch_cost C>
   const double ref_max = max_load(ref, weights, cost);
   r.reference_max = ref_max;
   const double target = target_of(ref_max);
-  unload_outcome second = unload(target);
+  unload_outcome second = unload(target, true);
   if (second.reached <= target || ref_max > target)
     return finish(std::move(second.placement), target, second.reached, migrate_strategy::unload);
   // The greedy missed a target that lpt's own placement meets: move to that placement, renamed.
