@@ -91,10 +91,14 @@ TEST_CASE("archetype: an exact batch_cost runs through every generic balancer", 
     CHECK(balance::refine(w, a, arch, {}) == balance::refine(w, a, builtin, {}));
     std::vector<mmbal::rank_t> origin(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) origin[i] = static_cast<mmbal::rank_t>((i * 7) % bins);
+    // migrate: the archetype (not a padded_cost) takes the generic path, whose reference is
+    // lpt; the built-in padded cost's reference is the better of padded and lpt, never worse.
     const balance::migrate_result m = balance::migrate(w, origin, {}, bins, arch);
     const balance::migrate_result mb = balance::migrate(w, origin, {}, bins, builtin);
-    CHECK(m.placement == mb.placement);
-    CHECK(m.moved_bytes == mb.moved_bytes);
+    REQUIRE_NOTHROW(m.placement.validate());
+    CHECK(m.reference_max == max_of(mmbal::bin_loads(a, w, arch)));
+    CHECK(mb.reference_max <= m.reference_max);
+    CHECK(mb.target_reached);
     // Micro-batches, both overloads, and the metrics.
     const auto split = balance::split_micro_batches(w, bins, 3, arch);
     CHECK(split.where == balance::split_micro_batches(w, bins, 3, builtin).where);

@@ -11,18 +11,22 @@
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/problem.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/order.hpp>
+#include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <queue>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +35,8 @@ namespace mmbal::balance {
 
 /// Options of `migrate`.
 struct migrate_options {
-  /// Allowed excess of the maximum over what `lpt` reaches: target = (1 + epsilon) · max(lpt).
+  /// Allowed excess of the maximum over the reference (the best shipped algorithm's maximum
+  /// for the cost, or a lower bound, see `migrate`): target = (1 + epsilon) · reference.
   /// Default 0.001 (0.1 %). Must be ≥ 0 (NaN rejected); +∞ or any value that puts the target
   /// above the current maximum moves nothing.
   double epsilon = 0.001;
@@ -40,25 +45,38 @@ struct migrate_options {
   rank_t ranks_per_node = 0;
 };
 
+/// How `migrate` built its placement.
+enum class migrate_strategy {
+  unload,   ///< from the current placement: overloaded ranks give units away (nothing moves if none is)
+  relabel,  ///< the reference algorithm's placement, its bins renamed to the ranks that keep the most bytes
+};
+
 /// What `migrate` decided.
 struct migrate_result {
-  assignment placement;                ///< new placement; items that stay keep their order, arrivals go last
-  double target_max = 0;               ///< (1 + ε) · max(lpt), capped by the capacity if one is given
-  std::uint64_t moved_items = 0;       ///< items whose rank changes
-  std::uint64_t moved_bytes = 0;       ///< Σ bytes of those items
-  std::uint64_t inter_node_bytes = 0;  ///< Σ bytes of the moved items whose node changes
+  assignment placement;        ///< new placement; items that stay keep their order, arrivals go last
+  double target_max = 0;       ///< (1 + ε) · reference_max, capped by the capacity if one is given
+  double reference_max = 0;    ///< the maximum the target was derived from (see `migrate`)
+  double reached_max = 0;      ///< the placement's maximum cost
+  bool target_reached = true;  ///< reached_max ≤ target_max
+  migrate_strategy strategy = migrate_strategy::unload;  ///< how the placement was built
+  std::uint64_t moved_items = 0;                         ///< items whose rank changes
+  std::uint64_t moved_bytes = 0;                         ///< Σ bytes of those items
+  std::uint64_t inter_node_bytes = 0;                    ///< Σ bytes of the moved items whose node changes
 };
 
 namespace detail {
 
-/// Picks the units to take out of one bin so that its cost drops by at least `excess`, with few
-/// bytes: the better (fewer bytes) of (a) the single unit with the fewest bytes among those
-/// that cover the excess alone, and (b) a greedy fill in increasing bytes per unit of cost
-/// relief, taking each unit that does not overshoot what is still missing and finishing with
-/// the cheapest unit that covers the rest. Ties: fewer bytes, then smaller relief, then index.
-/// `relief[k]` is what removing `units[k]` alone saves. Returns positions into `units`.
-inline std::vector<std::size_t> choose_removals(std::span<const double> relief, std::span<const std::uint64_t> bytes,
-                                                double excess) {
+/// Reusable buffers of `choose_removals` (one allocation per `migrate` call, not per rank).
+struct choose_scratch {
+  std::vector<std::size_t> order, fill;
+  std::vector<std::uint64_t> keys;
+  std::vector<bool> taken;
+};
+
+/// `choose_removals` into `scratch` (the result lives there until the next call).
+inline std::span<const std::size_t> choose_removals(std::span<const double> relief,
+                                                    std::span<const std::uint64_t> bytes, double excess,
+                                                    choose_scratch& scratch) {
   const std::size_t s = relief.size();
   auto cheaper_cover = [&](std::size_t a, std::size_t b) {  // is a a better single cover than b?
     if (bytes[a] != bytes[b]) return bytes[a] < bytes[b];
@@ -70,19 +88,38 @@ inline std::vector<std::size_t> choose_removals(std::span<const double> relief, 
   for (std::size_t k = 0; k < s; ++k)
     if (relief[k] >= excess && (single == s || cheaper_cover(k, single))) single = k;
   // (b) greedy fill by bytes per unit of relief.
-  std::vector<std::size_t> order;
+  std::vector<std::size_t>& order = scratch.order;
+  order.clear();
   for (std::size_t k = 0; k < s; ++k)
     if (relief[k] > 0) order.push_back(k);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    // bytes[a] / relief[a] < bytes[b] / relief[b], cross-multiplied (relief > 0).
-    const double ra = static_cast<double>(bytes[a]) * relief[b], rb = static_cast<double>(bytes[b]) * relief[a];
-    if (ra != rb) return ra < rb;
-    // Equal bytes per relief (e.g. bytes = weights): smaller units first, they pack better.
-    if (relief[a] != relief[b]) return relief[a] < relief[b];
-    return a < b;
-  });
-  std::vector<std::size_t> fill;
-  std::vector<bool> taken(s, false);
+  // Common case: the same bytes per relief for every unit (e.g. bytes ∝ tokens). Then the
+  // order is (relief, index), sorted as packed keys when the reliefs are integers < 2^32.
+  bool proportional = true, integral = true;
+  for (std::size_t k : order) {
+    proportional &=
+        static_cast<double>(bytes[k]) * relief[order[0]] == static_cast<double>(bytes[order[0]]) * relief[k];
+    integral &= relief[k] < 0x1p32 && relief[k] == std::floor(relief[k]);
+  }
+  if (proportional && integral) {
+    std::vector<std::uint64_t>& keys = scratch.keys;
+    keys.resize(order.size());
+    for (std::size_t j = 0; j < order.size(); ++j)
+      keys[j] = (static_cast<std::uint64_t>(relief[order[j]]) << 32) | order[j];
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t j = 0; j < order.size(); ++j) order[j] = static_cast<std::size_t>(keys[j] & 0xffffffffu);
+  } else
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      // bytes[a] / relief[a] < bytes[b] / relief[b], cross-multiplied (relief > 0).
+      const double ra = static_cast<double>(bytes[a]) * relief[b], rb = static_cast<double>(bytes[b]) * relief[a];
+      if (ra != rb) return ra < rb;
+      // Equal bytes per relief (e.g. bytes = weights): smaller units first, they pack better.
+      if (relief[a] != relief[b]) return relief[a] < relief[b];
+      return a < b;
+    });
+  std::vector<std::size_t>& fill = scratch.fill;
+  fill.clear();
+  std::vector<bool>& taken = scratch.taken;
+  taken.assign(s, false);
   double missing = excess;
   std::uint64_t fill_bytes = 0;
   for (std::size_t k : order) {
@@ -104,8 +141,540 @@ inline std::vector<std::size_t> choose_removals(std::span<const double> relief, 
       missing = 0;
     }
   }
-  if (single != s && (missing > 0 || bytes[single] <= fill_bytes)) return {single};
+  if (single != s && (missing > 0 || bytes[single] <= fill_bytes)) {
+    fill.assign(1, single);
+    return fill;
+  }
   return fill;  // may fall short when the bin cannot be relieved enough; the caller loops
+}
+
+/// Picks the units to take out of one bin so that its cost drops by at least `excess`, with few
+/// bytes: the better (fewer bytes) of (a) the single unit with the fewest bytes among those
+/// that cover the excess alone, and (b) a greedy fill in increasing bytes per unit of cost
+/// relief, taking each unit that does not overshoot what is still missing and finishing with
+/// the cheapest unit that covers the rest. Ties: fewer bytes, then smaller relief, then index.
+/// `relief[k]` is what removing `units[k]` alone saves. Returns positions into `units`.
+inline std::vector<std::size_t> choose_removals(std::span<const double> relief, std::span<const std::uint64_t> bytes,
+                                                double excess) {
+  choose_scratch scratch;
+  const std::span<const std::size_t> out = choose_removals(relief, bytes, excess, scratch);
+  return {out.begin(), out.end()};
+}
+
+/// Renames the bins of a reference placement (`ref_bin`: bin per unit) to ranks so that as
+/// many bytes as possible stay where they are, then, among units of one item with equal
+/// weights, lets the ones whose current rank holds a slot of their weight take it (largest
+/// bytes first). Neither step changes any bin's multiset of weights, so every bin keeps its
+/// cost. Renaming: greedy matching on the (bin, current rank) byte overlaps in decreasing
+/// bytes (ties: bin, then rank), unmatched bins to unmatched ranks in ascending order; kept
+/// only if it keeps more bytes than the identity. The result therefore never moves more bytes
+/// than the reference placement itself. Returns the rank per unit. O(n log n).
+inline std::vector<rank_t> relabel_to_origin(std::span<const rank_t> ref_bin, std::span<const rank_t> unit_origin,
+                                             std::span<const std::uint64_t> unit_bytes, const units& u,
+                                             std::span<const length_t> weights, rank_t bins) {
+  const std::size_t m = ref_bin.size();
+  // 1. Byte overlap of every (reference bin, current rank) pair that shares a unit.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> pairs(m);  // (bin · bins + rank, bytes)
+  for (std::size_t k = 0; k < m; ++k) pairs[k] = {std::uint64_t{ref_bin[k]} * bins + unit_origin[k], unit_bytes[k]};
+  std::sort(pairs.begin(), pairs.end());
+  struct overlap {
+    std::uint64_t bytes;
+    rank_t bin, rank;
+  };
+  std::vector<overlap> overlaps;
+  std::uint64_t identity_kept = 0;
+  for (std::size_t k = 0; k < m;) {
+    std::size_t e = k;
+    std::uint64_t bytes = 0;
+    while (e < m && pairs[e].first == pairs[k].first) bytes += pairs[e++].second;
+    const auto bin = static_cast<rank_t>(pairs[k].first / bins), rank = static_cast<rank_t>(pairs[k].first % bins);
+    if (bin == rank) identity_kept += bytes;
+    overlaps.push_back({bytes, bin, rank});
+    k = e;
+  }
+  std::sort(overlaps.begin(), overlaps.end(), [](const overlap& a, const overlap& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.bin != b.bin ? a.bin < b.bin : a.rank < b.rank;
+  });
+  std::vector<rank_t> rank_of(bins, bins);
+  std::vector<bool> used(bins, false);
+  std::uint64_t greedy_kept = 0;
+  for (const overlap& o : overlaps)
+    if (rank_of[o.bin] == bins && !used[o.rank]) {
+      rank_of[o.bin] = o.rank;
+      used[o.rank] = true;
+      greedy_kept += o.bytes;
+    }
+  if (greedy_kept > identity_kept) {
+    rank_t next_free = 0;
+    for (rank_t b = 0; b < bins; ++b) {
+      if (rank_of[b] != bins) continue;
+      while (used[next_free]) ++next_free;
+      rank_of[b] = next_free;
+      used[next_free] = true;
+    }
+  } else {
+    for (rank_t b = 0; b < bins; ++b) rank_of[b] = b;
+  }
+  std::vector<rank_t> dest(m);
+  for (std::size_t k = 0; k < m; ++k) dest[k] = rank_of[ref_bin[k]];
+  if (!u.trivial) return dest;
+  // 2. Equal weights are interchangeable: per weight, home slots go to the units of that rank.
+  std::vector<std::uint32_t> order(m);
+  for (std::uint32_t k = 0; k < m; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    if (weights[a] != weights[b]) return weights[a] < weights[b];
+    if (unit_bytes[a] != unit_bytes[b]) return unit_bytes[a] > unit_bytes[b];
+    return a < b;
+  });
+  std::vector<std::uint32_t> slots(bins, 0);
+  std::vector<rank_t> touched, free_slots;
+  std::vector<std::uint32_t> waiting;
+  for (std::size_t s = 0; s < m;) {
+    std::size_t e = s;
+    while (e < m && weights[order[e]] == weights[order[s]]) ++e;
+    if (e - s > 1) {
+      touched.clear();
+      for (std::size_t j = s; j < e; ++j)
+        if (slots[dest[order[j]]]++ == 0) touched.push_back(dest[order[j]]);
+      waiting.clear();
+      for (std::size_t j = s; j < e; ++j) {  // largest bytes first
+        const std::uint32_t k = order[j];
+        if (slots[unit_origin[k]] > 0) {
+          --slots[unit_origin[k]];
+          dest[k] = unit_origin[k];
+        } else {
+          waiting.push_back(k);
+        }
+      }
+      std::sort(touched.begin(), touched.end());
+      std::size_t t = 0;
+      for (const std::uint32_t k : waiting) {  // the rest fill the remaining slots, ascending rank
+        while (slots[touched[t]] == 0) ++t;
+        --slots[touched[t]];
+        dest[k] = touched[t];
+      }
+    }
+    s = e;
+  }
+  return dest;
+}
+
+/// The least loaded bin (ties: smaller index) under point updates: a winner tree of
+/// (load, bin) keys over a power-of-two number of leaves. Loads are non-negative doubles,
+/// compared through their bit patterns (same order), so every level is a branch-free select.
+/// O(log d) per update, O(1) query.
+class least_loaded_tree {
+ public:
+  explicit least_loaded_tree(std::span<const double> loads)
+      : leaves_(std::bit_ceil(std::max<std::size_t>(loads.size(), 1))), tree_(2 * leaves_, key{~std::uint64_t{0}, 0}) {
+    for (std::size_t b = 0; b < loads.size(); ++b) tree_[leaves_ + b] = key{bits(loads[b]), static_cast<rank_t>(b)};
+    for (std::size_t b = loads.size(); b < leaves_; ++b) tree_[leaves_ + b].bin = std::numeric_limits<rank_t>::max();
+    for (std::size_t node = leaves_ - 1; node >= 1; --node) tree_[node] = least(tree_[2 * node], tree_[2 * node + 1]);
+  }
+  /// The least loaded bin, or a bin ≥ the bin count when every bin is hidden.
+  [[nodiscard]] rank_t top() const noexcept { return tree_[1].bin; }
+  /// Bin b's load is now `load` (+∞ hides it).
+  void set(rank_t b, double load) noexcept {
+    std::size_t node = leaves_ + b;
+    tree_[node].load_bits = bits(load);
+    for (node >>= 1; node >= 1; node >>= 1) tree_[node] = least(tree_[2 * node], tree_[2 * node + 1]);
+  }
+  /// Whether the tree holds exactly `load` for bin b.
+  [[nodiscard]] bool holds(rank_t b, double load) const noexcept { return tree_[leaves_ + b].load_bits == bits(load); }
+
+ private:
+  struct key {
+    std::uint64_t load_bits;
+    rank_t bin;
+  };
+  static std::uint64_t bits(double load) noexcept { return std::bit_cast<std::uint64_t>(load + 0.0); }
+  static key least(const key& a, const key& b) noexcept {
+    const bool a_first = a.load_bits < b.load_bits || (a.load_bits == b.load_bits && a.bin < b.bin);
+    return a_first ? a : b;
+  }
+  std::size_t leaves_;
+  std::vector<key> tree_;
+};
+
+/// Where the unloading greedy of `migrate` ended.
+struct unload_outcome {
+  assignment placement;
+  double reached = 0;  ///< its maximum cost
+};
+
+/// Steps 2–4 of `migrate` for one target: unload the ranks above `target`, place what left,
+/// polish if needed and `polish`. Flat arrays: each rank's staying units are a segment of one
+/// array (in ascending unit) carrying their weight and bytes, arrivals one list grouped by rank
+/// at the end; the least loaded rank comes from a winner tree refreshed lazily.
+template <batch_cost C>
+[[nodiscard]] unload_outcome unload_to_target(const units& u, std::span<const length_t> weights,
+                                              std::span<const rank_t> unit_origin,
+                                              std::span<const std::uint64_t> unit_bytes, rank_t bins, const C& cost,
+                                              const constraints& limits, rank_t ranks_per_node, double target,
+                                              const refine_options& polish) {
+  const char* name = "migrate";
+  const std::size_t n = weights.size();
+  using state = typename C::state;
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+
+  // Current bins as segments of `seg` (ascending unit = current slot order). An entry carries
+  // what the unloading reads, so that it scans each bin contiguously.
+  struct seg_entry {
+    std::uint32_t unit;
+    length_t weight;  // of a single-item unit (0 for groups)
+    std::uint64_t bytes;
+  };
+  std::vector<std::uint32_t> seg_begin(std::size_t{bins} + 1, 0), seg_len(bins, 0);
+  for (std::uint32_t k = 0; k < u.count; ++k) ++seg_begin[std::size_t{unit_origin[k]} + 1];
+  for (rank_t b = 0; b < bins; ++b) seg_begin[std::size_t{b} + 1] += seg_begin[b];
+  std::vector<seg_entry> seg(u.count);
+  for (std::uint32_t k = 0; k < u.count; ++k) {
+    const rank_t b = unit_origin[k];
+    seg[seg_begin[b] + seg_len[b]++] = seg_entry{k, u.trivial ? weights[k] : 0, unit_bytes[k]};
+  }
+  auto live = [&](rank_t b) { return std::span<seg_entry>(seg.data() + seg_begin[b], seg_len[b]); };
+  auto add_entry = [&](const state& s, const seg_entry& e) {
+    return u.trivial ? cost.add(s, e.weight) : unit_state(u, e.unit, weights, cost, s);
+  };
+  // Units placed on a rank they do not come from, in placement order, and how many per rank.
+  std::vector<std::pair<rank_t, std::uint32_t>> arrivals;
+  std::vector<std::uint32_t> arrival_count(bins, 0);
+  // A rank's state: its staying units in order, then its arrivals (only a repair refolds a
+  // rank that already received units, so the scan of `arrivals` is rare).
+  auto fold = [&](rank_t b, std::uint32_t skip) {
+    state s = cost.empty();
+    for (const seg_entry& e : live(b))
+      if (e.unit != skip) s = add_entry(s, e);
+    if (arrival_count[b] > 0)
+      for (const auto& [to, k] : arrivals)
+        if (to == b) s = unit_state(u, k, weights, cost, s);
+    return s;
+  };
+  std::vector<state> states(bins, cost.empty());
+  std::vector<double> load(bins);
+  if (u.trivial) {
+    // The same fold as `fold(b, none)` (ascending id within a bin), in one pass over the items.
+    for (std::size_t i = 0; i < n; ++i) states[unit_origin[i]] = cost.add(states[unit_origin[i]], weights[i]);
+  } else {
+    for (rank_t b = 0; b < bins; ++b) states[b] = fold(b, none);
+  }
+  for (rank_t b = 0; b < bins; ++b) load[b] = cost.value(states[b]);
+  const std::vector<double> initial_load = load;
+  auto solo_of = [&](std::uint32_t k, length_t weight) {
+    return cost.value(u.trivial ? cost.add(cost.empty(), weight) : unit_state(u, k, weights, cost, cost.empty()));
+  };
+
+  // Relief of every unit of bin b that `eligible` accepts, with `extra` (a unit or `none`)
+  // counted as part of the bin; then the removal plan (`take`) for the excess over the target.
+  std::vector<double> relief;
+  std::vector<std::uint64_t> rbytes;
+  std::vector<seg_entry> candidates, take;
+  choose_scratch scratch;
+  auto plan = [&](rank_t b, std::uint32_t extra, double bin_load, auto&& eligible) {
+    candidates.clear();
+    for (const seg_entry& e : live(b))
+      if (eligible(e)) candidates.push_back(e);
+    relief.assign(candidates.size(), 0.0);
+    rbytes.resize(candidates.size());
+    for (std::size_t j = 0; j < candidates.size(); ++j) {
+      if constexpr (additive_cost<C>) {
+        if (u.trivial)
+          relief[j] = cost.item(candidates[j].weight);
+        else
+          u.for_each(candidates[j].unit, [&](item_id i) { relief[j] += cost.item(weights[i]); });
+      } else {
+        state s = fold(b, candidates[j].unit);
+        if (extra != none) s = unit_state(u, extra, weights, cost, s);
+        relief[j] = bin_load - cost.value(s);
+      }
+      rbytes[j] = candidates[j].bytes;
+    }
+    take.clear();
+    for (std::size_t j : choose_removals(relief, rbytes, bin_load - target, scratch)) take.push_back(candidates[j]);
+  };
+  std::vector<bool> leaving(u.count, false);
+  auto remove_units = [&](rank_t b, std::span<const seg_entry> gone) {
+    for (const seg_entry& e : gone) leaving[e.unit] = true;
+    const auto c = live(b);
+    const auto kept = std::remove_if(c.begin(), c.end(), [&](const seg_entry& e) { return leaving[e.unit]; });
+    seg_len[b] = static_cast<std::uint32_t>(kept - c.begin());
+    for (const seg_entry& e : gone) leaving[e.unit] = false;
+    states[b] = fold(b, none);
+    load[b] = cost.value(states[b]);
+  };
+
+  // A unit that left, with what the placement reads of it (no chasing into per-item arrays).
+  struct pooled {
+    std::pair<double, std::uint32_t> key;  // (−cost alone, unit): the placement order
+    rank_t home;
+    length_t weight;  // of a single-item unit
+    std::uint64_t bytes;
+  };
+  auto pooled_of = [&](const seg_entry& e, rank_t home) {
+    return pooled{{-solo_of(e.unit, e.weight), e.unit}, home, e.weight, e.bytes};
+  };
+
+  // 2. Unload overloaded ranks, most loaded first.
+  std::vector<rank_t> over;
+  for (rank_t b = 0; b < bins; ++b)
+    if (load[b] > target) over.push_back(b);
+  std::sort(over.begin(), over.end(),
+            [&](rank_t a, rank_t b) { return load[a] != load[b] ? load[a] > load[b] : a < b; });
+  std::vector<pooled> sorted_pool;
+  for (rank_t b : over) {
+    while (load[b] > target && seg_len[b] > 0) {
+      plan(b, none, load[b], [](const seg_entry&) { return true; });
+      if (take.empty()) take.push_back(live(b).back());  // only zero-relief units left
+      for (const seg_entry& e : take) sorted_pool.push_back(pooled_of(e, b));
+      remove_units(b, take);
+    }
+  }
+
+  // 3. Place the removed units, largest cost first (ties: in the order they left). Integer
+  // costs below 2^32 (e.g. tokens) are radix-sorted as (max − cost) << 32 | position.
+  std::vector<std::uint32_t> placement_order(sorted_pool.size());
+  {
+    const std::vector<pooled>& pool = sorted_pool;
+    double largest = 0;
+    bool integral = true;
+    for (const pooled& q : pool) {
+      const double c = -q.key.first;
+      largest = std::max(largest, c);
+      integral &= c >= 0 && c == std::floor(c);
+    }
+    if (integral && largest < 0x1p32) {
+      const auto top = static_cast<std::uint64_t>(largest);
+      std::vector<std::uint64_t> words(pool.size()), spare;
+      for (std::size_t j = 0; j < pool.size(); ++j)
+        words[j] = ((top - static_cast<std::uint64_t>(-pool[j].key.first)) << 32) | j;
+      mmbal::detail::sort_packed(words, spare, top);
+      for (std::size_t j = 0; j < pool.size(); ++j) placement_order[j] = static_cast<std::uint32_t>(words[j]);
+    } else {
+      std::iota(placement_order.begin(), placement_order.end(), 0u);
+      std::stable_sort(placement_order.begin(), placement_order.end(),
+                       [&](std::uint32_t a, std::uint32_t b) { return pool[a].key.first < pool[b].key.first; });
+    }
+  }
+  std::vector<pooled> pool(sorted_pool.size());  // in placement order: the loop below reads it in sequence
+  for (std::size_t j = 0; j < pool.size(); ++j) pool[j] = sorted_pool[placement_order[j]];
+  // The state of bin b with the unit added.
+  auto with_unit = [&](const pooled& p, rank_t b) {
+    return u.trivial ? cost.add(states[b], p.weight) : unit_state(u, p.key.second, weights, cost, states[b]);
+  };
+  // Units sent away by a repair are rare and wait in a small heap; the next unit is the
+  // larger of the two heads.
+  auto later = [](const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
+    return b < a;
+  };
+  auto later_pooled = [](const pooled& a, const pooled& b) { return b.key < a.key; };
+  std::size_t next_sorted = 0;
+  std::priority_queue<pooled, std::vector<pooled>, decltype(later_pooled)> repaired(later_pooled);
+  least_loaded_tree by_load(load);
+  // The least loaded visible bin (bins when every bin is hidden at +∞): a key below the bin's
+  // load is stale; refreshing it can only raise it.
+  auto fresh_top = [&] {
+    for (rank_t top = by_load.top();; top = by_load.top()) {
+      if (top >= bins || by_load.holds(top, std::numeric_limits<double>::infinity())) return bins;  // all hidden
+      if (by_load.holds(top, load[top])) return top;
+      by_load.set(top, load[top]);
+    }
+  };
+  const rank_t per_node = ranks_per_node == 0 ? bins : ranks_per_node;
+  std::vector<bool> pinned(u.count, false);
+  std::uint64_t repairs = 0;
+  auto put = [&](const pooled& p, rank_t b, const state& next) {
+    states[b] = next;
+    load[b] = cost.value(next);
+    // Loads only grow here: the tree keeps the old (lower) key until it surfaces (`fresh_top`).
+    if (b == p.home) {
+      seg[seg_begin[b] + seg_len[b]++] = seg_entry{p.key.second, p.weight, p.bytes};  // back home: its slot is free
+    } else {
+      arrivals.emplace_back(b, p.key.second);
+      ++arrival_count[b];
+    }
+  };
+  std::vector<rank_t> set_aside;
+  while (next_sorted < pool.size() || !repaired.empty()) {
+    pooled p;
+    if (repaired.empty() || (next_sorted < pool.size() && later(repaired.top().key, pool[next_sorted].key))) {
+      p = pool[next_sorted++];
+    } else {
+      p = repaired.top();
+      repaired.pop();
+    }
+    const std::pair<double, std::uint32_t> head = p.key;
+    const std::uint32_t k = head.second;
+    const rank_t home = p.home;
+    const state at_home = with_unit(p, home);
+    // (a) home, if it fits again (the removal overshot).
+    if (cost.value(at_home) <= target) {
+      put(p, home, at_home);
+      continue;
+    }
+    // (b) same node: the most loaded rank that still fits (best fit; ties: smaller index).
+    rank_t best = bins;
+    state best_state{};
+    if (per_node < bins) {
+      const rank_t node_begin = home / per_node * per_node;
+      const rank_t node_end = static_cast<rank_t>(std::min<std::uint64_t>(std::uint64_t{node_begin} + per_node, bins));
+      for (rank_t b = node_begin; b < node_end; ++b) {
+        if (b == home || (best != bins && !(load[b] > load[best]))) continue;
+        const state s = with_unit(p, b);
+        if (cost.value(s) <= target) {
+          best = b;
+          best_state = s;
+        }
+      }
+    }
+    // (c) anywhere: the least loaded rank that fits (worst fit, ties: smaller index) — the
+    // unit of the largest cost left goes where the most room is. For an additive cost no
+    // rank fits if the least loaded does not.
+    if (best == bins) {
+      if constexpr (additive_cost<C>) {
+        rank_t top = fresh_top();
+        if (top == home) {  // the next one: hide home for a moment
+          by_load.set(home, std::numeric_limits<double>::infinity());
+          top = fresh_top();
+          by_load.set(home, load[home]);
+        }
+        if (top < bins) {
+          const state s = with_unit(p, top);
+          if (cost.value(s) <= target) {
+            best = top;
+            best_state = s;
+          }
+        }
+      } else {
+        // Bins looked at are hidden (+∞) until the search ends.
+        for (rank_t top = fresh_top(); top < bins; top = fresh_top()) {
+          by_load.set(top, std::numeric_limits<double>::infinity());
+          set_aside.push_back(top);
+          if (top == home) continue;
+          const state s = with_unit(p, top);
+          if (cost.value(s) <= target) {
+            best = top;
+            best_state = s;
+            break;
+          }
+        }
+        for (rank_t b : set_aside) by_load.set(b, load[b]);
+        set_aside.clear();
+      }
+    }
+    if (best != bins) {
+      put(p, best, best_state);
+      continue;
+    }
+    // (d) repair: the unit fits nowhere. Keep it at home for good and send smaller units of
+    // the same (overloaded) home away instead; they are easier to fit. Bounded: at most one
+    // repair per unit.
+    if (repairs < u.count) {
+      ++repairs;
+      plan(home, k, cost.value(at_home), [&](const seg_entry& e) {
+        return !pinned[e.unit] && later(pooled_of(e, home).key, head);  // a home unit placed after k
+      });
+      double relieved = 0;
+      for (const seg_entry& e : take) relieved += -pooled_of(e, home).key.first;
+      if (!take.empty() && (!additive_cost<C> || relieved >= cost.value(at_home) - target)) {
+        pinned[k] = true;
+        seg[seg_begin[home] + seg_len[home]++] = seg_entry{k, p.weight, p.bytes};
+        const std::vector<seg_entry> gone(take.begin(), take.end());
+        remove_units(home, gone);
+        by_load.set(home, load[home]);
+        for (const seg_entry& e : gone) repaired.push(pooled_of(e, home));
+        continue;
+      }
+    }
+    // (e) nothing helps: where the unit's cost ends lowest (ties: smaller index), within the
+    // capacity if one is given. The maximum then exceeds the target; the caller sees it.
+    double best_value = std::numeric_limits<double>::infinity();
+    for (rank_t b = 0; b < bins; ++b) {
+      const state s = with_unit(p, b);
+      const double v = cost.value(s);
+      if (v < best_value && (!limits.capacity || v <= *limits.capacity)) {
+        best_value = v;
+        best = b;
+        best_state = s;
+      }
+    }
+    if (best == bins)
+      mmbal::detail::throw_invalid(name, ": the capacity ", *limits.capacity, " cannot be kept: the unit of item ",
+                                   u.trivial ? k : u.members[u.offsets[k]],
+                                   " fits on no rank without moving items off ranks that are not overloaded");
+    put(p, best, best_state);
+  }
+
+  // Arrivals grouped by bin, in placement order (stable counting sort).
+  std::vector<std::uint32_t> arrival_begin(std::size_t{bins} + 1, 0);
+  for (const auto& [b, k] : arrivals) ++arrival_begin[std::size_t{b} + 1];
+  for (rank_t b = 0; b < bins; ++b) arrival_begin[std::size_t{b} + 1] += arrival_begin[b];
+  std::vector<std::uint32_t> arrived(arrivals.size());
+  {
+    std::vector<std::uint32_t> fill(arrival_begin.begin(), arrival_begin.end() - 1);
+    for (const auto& [b, k] : arrivals) arrived[fill[b]++] = k;
+  }
+  auto arrivals_of = [&](rank_t b) {
+    return std::span<const std::uint32_t>(arrived.data() + arrival_begin[b],
+                                          arrival_begin[std::size_t{b} + 1] - arrival_begin[b]);
+  };
+  double reached = 0;
+  for (rank_t b = 0; b < bins; ++b) {
+    const auto c = live(b);
+    // Units are numbered by first member: ascending unit = ascending id.
+    std::sort(c.begin(), c.end(), [](const seg_entry& x, const seg_entry& y) { return x.unit < y.unit; });
+    reached = std::max(reached, load[b]);
+  }
+  unload_outcome out;
+  if (reached <= target || polish.max_passes == 0) {
+    // Staying units in ascending first id, then arrivals in placement order.
+    out.placement = assignment{bins, std::vector<location>(n)};
+    for (rank_t b = 0; b < bins; ++b) {
+      std::uint32_t slot = 0;
+      for (const seg_entry& e : live(b))
+        u.for_each(e.unit, [&](item_id i) { out.placement.where[i] = location{b, slot++}; });
+      for (std::uint32_t k : arrivals_of(b))
+        u.for_each(k, [&](item_id i) { out.placement.where[i] = location{b, slot++}; });
+    }
+    out.reached = reached;
+    return out;
+  }
+  // 4. Polish, only when the greedy left a rank above the target: `refine`'s moves and swaps,
+  // restricted to units whose home rank was overloaded, stopping once the maximum is ≤ T.
+  refine_state st;
+  st.u = &u;
+  st.unit_bin.assign(u.count, 0);
+  st.counts.assign(bins, 0);
+  st.key.assign(n, 0);
+  st.next_key = n;
+  for (rank_t b = 0; b < bins; ++b) {
+    std::uint64_t slot = 0;
+    auto place = [&](std::uint32_t k) {
+      st.unit_bin[k] = b;
+      st.counts[b] += u.size(k);
+      u.for_each(k, [&](item_id i) { st.key[i] = slot++; });
+    };
+    for (const seg_entry& e : live(b)) place(e.unit);
+    for (std::uint32_t k : arrivals_of(b)) place(k);
+  }
+  std::vector<bool> movable(u.count);
+  for (std::uint32_t k = 0; k < u.count; ++k) movable[k] = initial_load[unit_origin[k]] > target;
+  const count_bounds unlimited{};
+  if constexpr (additive_cost<C>)
+    refine_additive(st, weights, cost, limits, unlimited, bins, polish, &movable, target);
+  else
+    refine_general(st, weights, cost, limits, unlimited, bins, polish, &movable, target);
+  out.placement = st.build(bins);
+  const std::vector<double> l = bin_loads(out.placement, weights, cost);
+  out.reached = l.empty() ? 0.0 : *std::max_element(l.begin(), l.end());
+  return out;
+}
+
+/// The maximum cost of a placement (0 without bins).
+template <batch_cost C>
+[[nodiscard]] double max_load(const assignment& a, std::span<const length_t> weights, const C& cost) {
+  const std::vector<double> l = bin_loads(a, weights, cost);
+  return l.empty() ? 0.0 : *std::max_element(l.begin(), l.end());
 }
 
 // The body of `migrate` (same arguments).
@@ -129,328 +698,201 @@ template <batch_cost C>
   if (limits.counts.kind != count_cap::mode::none)
     reject_constraint(name, "count_cap", " (moving items off overloaded ranks cannot keep counts)");
 
-  std::vector<std::uint64_t> item_bytes(n);
-  for (std::size_t i = 0; i < n; ++i) item_bytes[i] = item_bytes_in.empty() ? weights[i] : item_bytes_in[i];
+  std::vector<std::uint64_t> item_bytes;
+  if (item_bytes_in.empty()) item_bytes.assign(weights.begin(), weights.end());
+  const std::span<const std::uint64_t> bytes_of = item_bytes_in.empty() ? item_bytes : item_bytes_in;
 
   const units u = make_units(n, limits.groups);
-  std::vector<rank_t> unit_origin(u.count);
-  std::vector<std::uint64_t> unit_bytes(u.count, 0);
-  for (std::uint32_t k = 0; k < u.count; ++k) {
-    bool first = true;
-    u.for_each(k, [&](item_id i) {
-      if (first)
-        unit_origin[k] = origin[i];
-      else if (origin[i] != unit_origin[k])
-        mmbal::detail::throw_invalid(name, ": the current placement splits group ", limits.groups[i], " across ranks ",
-                                     unit_origin[k], " and ", origin[i]);
-      first = false;
-      unit_bytes[k] += item_bytes[i];
-    });
-  }
-
-  // 1. Target from lpt.
-  double lpt_max = 0;
-  if (n > 0) {
-    const std::vector<double> l = bin_loads(lpt{}(weights, bins, cost, limits), weights, cost);
-    lpt_max = *std::max_element(l.begin(), l.end());
-  }
-  // ε = ∞ means "any maximum is fine" (and ∞ · 0 would be NaN).
-  double target = std::isinf(opts.epsilon) ? std::numeric_limits<double>::infinity() : lpt_max * (1.0 + opts.epsilon);
-  if (limits.capacity) target = std::min(target, *limits.capacity);
-
-  // Current bins: units in ascending first id (= current slot order).
-  using state = typename C::state;
-  std::vector<std::vector<std::uint32_t>> content(bins);
-  for (std::uint32_t k = 0; k < u.count; ++k) content[unit_origin[k]].push_back(k);
-  auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
-  };
-  std::vector<state> states(bins);
-  std::vector<double> load(bins);
-  for (rank_t b = 0; b < bins; ++b) {
-    states[b] = fold(content[b], std::numeric_limits<std::uint32_t>::max());
-    load[b] = cost.value(states[b]);
-  }
-
-  // Relief of every unit of bin b that `eligible` accepts, with `extra` (a unit or `none`)
-  // counted as part of the bin; then the removal plan for the excess over the target.
-  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  std::vector<double> relief;
-  std::vector<std::uint64_t> rbytes;
-  std::vector<std::uint32_t> candidates;
-  auto plan = [&](rank_t b, std::uint32_t extra, double bin_load, auto&& eligible) {
-    const auto& c = content[b];
-    candidates.clear();
-    for (std::uint32_t k : c)
-      if (eligible(k)) candidates.push_back(k);
-    relief.assign(candidates.size(), 0.0);
-    rbytes.assign(candidates.size(), 0);
-    for (std::size_t j = 0; j < candidates.size(); ++j) {
-      if constexpr (additive_cost<C>) {
-        u.for_each(candidates[j], [&](item_id i) { relief[j] += cost.item(weights[i]); });
-      } else {
-        state s = fold(c, candidates[j]);
-        if (extra != none) s = unit_state(u, extra, weights, cost, s);
-        relief[j] = bin_load - cost.value(s);
-      }
-      rbytes[j] = unit_bytes[candidates[j]];
-    }
-    std::vector<std::uint32_t> out;
-    for (std::size_t j : choose_removals(relief, rbytes, bin_load - target)) out.push_back(candidates[j]);
-    return out;
-  };
-  auto remove_units = [&](rank_t b, const std::vector<std::uint32_t>& gone) {
-    auto& c = content[b];
-    c.erase(std::remove_if(c.begin(), c.end(),
-                           [&](std::uint32_t k) { return std::find(gone.begin(), gone.end(), k) != gone.end(); }),
-            c.end());
-    states[b] = fold(c, none);
-    load[b] = cost.value(states[b]);
-  };
-
-  const std::vector<double> initial_load = load;
-
-  // 2. Unload overloaded ranks, most loaded first.
-  std::vector<rank_t> over;
-  for (rank_t b = 0; b < bins; ++b)
-    if (load[b] > target) over.push_back(b);
-  std::sort(over.begin(), over.end(),
-            [&](rank_t a, rank_t b) { return load[a] != load[b] ? load[a] > load[b] : a < b; });
-  std::vector<std::uint32_t> pool;
-  for (rank_t b : over) {
-    while (load[b] > target && !content[b].empty()) {
-      std::vector<std::uint32_t> take = plan(b, none, load[b], [](std::uint32_t) { return true; });
-      if (take.empty()) take.push_back(content[b].back());  // only zero-relief units left
-      pool.insert(pool.end(), take.begin(), take.end());
-      remove_units(b, take);
-    }
-  }
-
-  // 3. Place the removed units, largest cost first (ties: smaller index).
-  std::vector<double> solo(u.count, 0.0);
-  for (std::uint32_t k = 0; k < u.count; ++k) solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
-  auto later = [&](std::uint32_t a, std::uint32_t b) { return solo[a] != solo[b] ? solo[a] < solo[b] : a > b; };
-  // The pool is sorted once (contiguous (cost, unit) pairs); units sent away by a repair are
-  // rare and wait in a small heap; the next unit is the larger of the two heads.
-  std::vector<std::pair<double, std::uint32_t>> sorted_pool;
-  sorted_pool.reserve(pool.size());
-  for (std::uint32_t k : pool) sorted_pool.emplace_back(-solo[k], k);
-  std::sort(sorted_pool.begin(), sorted_pool.end());
-  std::size_t next_sorted = 0;
-  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, decltype(later)> repaired(later);
-  std::set<bin_key> by_load;
-  for (rank_t b = 0; b < bins; ++b) by_load.insert(bin_key{load[b], b});
-  const rank_t per_node = opts.ranks_per_node == 0 ? bins : opts.ranks_per_node;
-  std::vector<std::vector<std::uint32_t>> arrivals(bins);
-  std::vector<bool> pinned(u.count, false);
-  std::uint64_t repairs = 0;
-  auto put = [&](std::uint32_t k, rank_t b, const state& next) {
-    by_load.erase(bin_key{load[b], b});
-    states[b] = next;
-    load[b] = cost.value(next);
-    by_load.insert(bin_key{load[b], b});
-    if (b == unit_origin[k])
-      content[b].push_back(k);  // back home: keeps its place below
-    else
-      arrivals[b].push_back(k);
-  };
-  while (next_sorted < sorted_pool.size() || !repaired.empty()) {
-    std::uint32_t k;
-    if (repaired.empty() ||
-        (next_sorted < sorted_pool.size() && later(repaired.top(), sorted_pool[next_sorted].second))) {
-      k = sorted_pool[next_sorted++].second;
-    } else {
-      k = repaired.top();
-      repaired.pop();
-    }
-    const rank_t home = unit_origin[k];
-    const state at_home = unit_state(u, k, weights, cost, states[home]);
-    // (a) home, if it fits again (the removal overshot).
-    if (cost.value(at_home) <= target) {
-      put(k, home, at_home);
-      continue;
-    }
-    // (b) same node: the most loaded rank that still fits (best fit; ties: smaller index).
-    rank_t best = bins;
-    state best_state{};
-    if (per_node < bins) {
-      const rank_t node_begin = home / per_node * per_node;
-      const rank_t node_end = static_cast<rank_t>(std::min<std::uint64_t>(std::uint64_t{node_begin} + per_node, bins));
-      for (rank_t b = node_begin; b < node_end; ++b) {
-        if (b == home || (best != bins && !(load[b] > load[best]))) continue;
-        const state s = unit_state(u, k, weights, cost, states[b]);
-        if (cost.value(s) <= target) {
-          best = b;
-          best_state = s;
-        }
-      }
-    }
-    // (c) anywhere: the most loaded rank that still fits (best fit). For an additive cost the
-    // search starts at the ranks whose load is at most target − cost(unit).
-    if (best == bins) {
-      auto it = by_load.end();
-      if constexpr (additive_cost<C>) it = by_load.upper_bound(bin_key{target - solo[k], bins});
-      while (it != by_load.begin()) {
-        --it;
-        if (it->bin == home) continue;
-        const state s = unit_state(u, k, weights, cost, states[it->bin]);
-        if (cost.value(s) <= target) {
-          // Among equal loads the set holds the larger index last: jump to the smallest index
-          // of that load that is not home (equal load and cost: it fits as well).
-          rank_t pick = it->bin;
-          state pick_state = s;
-          for (auto jt = by_load.lower_bound(bin_key{it->load, 0}); jt != it; ++jt) {
-            if (jt->bin == home) continue;
-            const state sj = unit_state(u, k, weights, cost, states[jt->bin]);
-            if (cost.value(sj) <= target) {
-              pick = jt->bin;
-              pick_state = sj;
-              break;
-            }
-          }
-          best = pick;
-          best_state = pick_state;
-          break;
-        }
-      }
-    }
-    if (best != bins) {
-      put(k, best, best_state);
-      continue;
-    }
-    // (d) repair: the unit fits nowhere. Keep it at home for good and send smaller units of
-    // the same (overloaded) home away instead; they are easier to fit. Bounded: at most one
-    // repair per unit.
-    if (repairs < u.count) {
-      ++repairs;
-      std::vector<std::uint32_t> take = plan(home, k, cost.value(at_home), [&](std::uint32_t j) {
-        return !pinned[j] && unit_origin[j] == home && later(j, k);
+  // Per unit: its rank and bytes (without groups, the items' own arrays).
+  std::vector<rank_t> group_origin;
+  std::vector<std::uint64_t> group_bytes;
+  if (!u.trivial) {
+    group_origin.resize(u.count);
+    group_bytes.assign(u.count, 0);
+    std::vector<rank_t>& unit_origin = group_origin;
+    std::vector<std::uint64_t>& unit_bytes = group_bytes;
+    for (std::uint32_t k = 0; k < u.count; ++k) {
+      bool first = true;
+      u.for_each(k, [&](item_id i) {
+        if (first)
+          unit_origin[k] = origin[i];
+        else if (origin[i] != unit_origin[k])
+          mmbal::detail::throw_invalid(name, ": the current placement splits group ", limits.groups[i],
+                                       " across ranks ", unit_origin[k], " and ", origin[i]);
+        first = false;
+        unit_bytes[k] += bytes_of[i];
       });
-      double relieved = 0;
-      for (std::uint32_t j : take) relieved += solo[j];
-      if (!take.empty() && (!additive_cost<C> || relieved >= cost.value(at_home) - target)) {
-        pinned[k] = true;
-        by_load.erase(bin_key{load[home], home});
-        content[home].push_back(k);
-        remove_units(home, take);
-        by_load.insert(bin_key{load[home], home});
-        for (std::uint32_t j : take) repaired.push(j);
-        continue;
-      }
     }
-    // (e) nothing helps: where the unit's cost ends lowest (ties: smaller index), within the
-    // capacity if one is given. The maximum then exceeds the target; the caller sees it in
-    // the loads.
-    double best_value = std::numeric_limits<double>::infinity();
-    for (rank_t b = 0; b < bins; ++b) {
-      const state s = unit_state(u, k, weights, cost, states[b]);
-      const double v = cost.value(s);
-      if (v < best_value && (!limits.capacity || v <= *limits.capacity)) {
-        best_value = v;
-        best = b;
-        best_state = s;
-      }
-    }
-    if (best == bins)
-      mmbal::detail::throw_invalid(name, ": the capacity ", *limits.capacity, " cannot be kept: the unit of item ",
-                                   u.trivial ? k : u.members[u.offsets[k]],
-                                   " fits on no rank without moving items off ranks that are not overloaded");
-    put(k, best, best_state);
   }
-
-  // Current result as a refine state: staying units in ascending first id, then arrivals in
-  // placement order (the slot keys).
-  refine_state st;
-  st.u = &u;
-  st.unit_bin.assign(u.count, 0);
-  st.counts.assign(bins, 0);
-  st.key.assign(n, 0);
-  st.next_key = n;
-  double reached = 0;
-  for (rank_t b = 0; b < bins; ++b) {
-    auto& c = content[b];
-    std::sort(c.begin(), c.end());  // units are numbered by first member: ascending id
-    std::uint64_t slot = 0;
-    auto take = [&](std::uint32_t k) {
-      st.unit_bin[k] = b;
-      st.counts[b] += u.size(k);
-      u.for_each(k, [&](item_id i) { st.key[i] = slot++; });
-    };
-    for (std::uint32_t k : c) take(k);
-    for (std::uint32_t k : arrivals[b]) take(k);
-    reached = std::max(reached, load[b]);
-  }
-  // 4. Polish, only when the greedy left a rank above the target: `refine`'s moves and swaps,
-  // restricted to units whose home rank was overloaded, stopping once the maximum is ≤ T.
-  if (reached > target) {
-    std::vector<bool> movable(u.count);
-    for (std::uint32_t k = 0; k < u.count; ++k) movable[k] = initial_load[unit_origin[k]] > target;
-    const count_bounds unlimited{};
-    if constexpr (additive_cost<C>)
-      refine_additive(st, weights, cost, limits, unlimited, bins, refine_options{}, &movable, target);
-    else
-      refine_general(st, weights, cost, limits, unlimited, bins, refine_options{}, &movable, target);
-  }
+  const std::span<const rank_t> unit_origin = u.trivial ? origin : std::span<const rank_t>(group_origin);
+  const std::span<const std::uint64_t> unit_bytes = u.trivial ? bytes_of : std::span<const std::uint64_t>(group_bytes);
 
   migrate_result r;
-  r.target_max = target;
-  r.placement = st.build(bins);
-  std::vector<rank_t> bin_of(n);
-  for (item_id i = 0; i < n; ++i) bin_of[i] = r.placement.where[i].rank;
-  const partition dest{bins, std::move(bin_of)};
-  const traffic t = placement_traffic(origin, dest, item_bytes, opts.ranks_per_node);
-  r.moved_items = t.moved_items;
-  r.moved_bytes = t.moved_bytes;
-  r.inter_node_bytes = t.inter_node_bytes;
-  return r;
+  auto finish = [&](assignment placement, double target, double reached, migrate_strategy how) {
+    r.placement = std::move(placement);
+    r.target_max = target;
+    r.reached_max = reached;
+    r.target_reached = reached <= target;
+    r.strategy = how;
+    // As `placement_traffic`, without copying the ranks out.
+    const rank_t per_node = opts.ranks_per_node;
+    for (std::size_t i = 0; i < n; ++i) {
+      const rank_t from = origin[i], to = r.placement.where[i].rank;
+      if (from == to) continue;
+      ++r.moved_items;
+      r.moved_bytes += bytes_of[i];
+      if (per_node > 0 && from / per_node != to / per_node) r.inter_node_bytes += bytes_of[i];
+    }
+    return r;
+  };
+  // ε = ∞ means "any maximum is fine" (and ∞ · 0 would be NaN).
+  auto target_of = [&](double reference) {
+    double t = std::isinf(opts.epsilon) ? std::numeric_limits<double>::infinity() : reference * (1.0 + opts.epsilon);
+    if (limits.capacity) t = std::min(t, *limits.capacity);
+    return t;
+  };
+  auto unload = [&](double target, const refine_options& polish) {
+    return unload_to_target(u, weights, unit_origin, unit_bytes, bins, cost, limits, opts.ranks_per_node, target,
+                            polish);
+  };
+  auto relabel = [&](const assignment& ref, double target, double ref_max) {
+    std::vector<rank_t> ref_bin(u.count);
+    for (std::uint32_t k = 0; k < u.count; ++k) ref_bin[k] = ref.where[u.trivial ? k : u.members[u.offsets[k]]].rank;
+    const std::vector<rank_t> dest = relabel_to_origin(ref_bin, unit_origin, unit_bytes, u, weights, bins);
+    // Staying units first (ascending id), then arrivals (ascending id).
+    assignment a{bins, std::vector<location>(n)};
+    std::vector<std::uint32_t> slot(bins, 0);
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::uint32_t k = 0; k < u.count; ++k)
+        if ((dest[k] == unit_origin[k]) == (pass == 0))
+          u.for_each(k, [&](item_id i) { a.where[i] = location{dest[k], slot[dest[k]]++}; });
+    return finish(std::move(a), target, ref_max, migrate_strategy::relabel);
+  };
+  if (n == 0) return finish(assignment{bins, {}}, target_of(0), 0, migrate_strategy::unload);
+
+  // Padded costs: the reference is the better of `padded` and `lpt`; a random current
+  // placement is far from any good padded grouping (a rank must hold items of similar
+  // length), so the reference placement itself, renamed to keep the most bytes, is the move.
+  if constexpr (padded_cost<C>) {
+    if (u.trivial) {
+      assignment ref = lpt{}(weights, bins, cost, limits);
+      double ref_max = max_load(ref, weights, cost);
+      try {
+        assignment pad = padded_binary_search{}(weights, bins, cost, limits);
+        if (const double m = max_load(pad, weights, cost); m <= ref_max) {
+          ref = std::move(pad);
+          ref_max = m;
+        }
+      } catch (const invalid_input&) {
+        // above the capacity: lpt is the reference
+      }
+      r.reference_max = ref_max;
+      const double target = target_of(ref_max);
+      const double current =
+          max_load(assignment::from_partition(partition{bins, {origin.begin(), origin.end()}}), weights, cost);
+      if (current <= target) {
+        return finish(assignment::from_partition(partition{bins, {origin.begin(), origin.end()}}), target, current,
+                      migrate_strategy::unload);
+      }
+      return relabel(ref, target, ref_max);
+    }
+  }
+
+  // Other costs: first the lower bound max(Σ cost / d, largest unit) for additive costs
+  // (lpt is rarely far above it), then lpt's maximum; the first target the greedy reaches wins.
+  std::vector<double> solo(u.count);
+  double lower_bound = 0;
+  if constexpr (additive_cost<C>) {
+    double total = 0;
+    for (std::uint32_t k = 0; k < u.count; ++k) {
+      solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+      total += solo[k];
+      lower_bound = std::max(lower_bound, solo[k]);
+    }
+    lower_bound = std::max(lower_bound, total / bins);
+    const double target = target_of(lower_bound);
+    // Polished toward the bound (a lighter polish or none often stops 0.4 % above it, e.g. the
+    // omni image phase); a miss goes on to lpt's target.
+    unload_outcome first = unload(target, refine_options{});
+    if (first.reached <= target) {
+      r.reference_max = lower_bound;
+      return finish(std::move(first.placement), target, first.reached, migrate_strategy::unload);
+    }
+  }
+  const assignment ref = lpt{}(weights, bins, cost, limits);
+  const double ref_max = max_load(ref, weights, cost);
+  r.reference_max = ref_max;
+  const double target = target_of(ref_max);
+  unload_outcome second = unload(target, refine_options{});
+  if (second.reached <= target || ref_max > target)
+    return finish(std::move(second.placement), target, second.reached, migrate_strategy::unload);
+  // The greedy missed a target that lpt's own placement meets: move to that placement, renamed.
+  return relabel(ref, target, ref_max);
 }
 
 }  // namespace detail
 
-/// Locality-aware minimal migration.
+/// Locality-aware minimal migration, for every cost.
 ///
-/// 1. Target: M = the maximum `lpt` reaches on the same problem (any cost, same constraints);
-///    target T = (1 + ε) · M, lowered to the capacity if one is given.
+/// 1. Reference and target T = (1 + ε) · reference, lowered to the capacity if one is given:
+///    - additive costs: first the lower bound max(Σ cost / d, largest unit); if steps 2–4 miss
+///      that target, the maximum `lpt` reaches, and steps 2–4 run again from the start;
+///    - padded costs (`padded_cost`, no groups): the better of `padded_binary_search` and
+///      `lpt` (ties: padded). A rank's cost is its count times its longest item, so a good
+///      placement keeps items of similar length together, which a current placement rarely
+///      does: unless the current maximum is already ≤ T (then nothing moves), the reference's
+///      placement itself is the move, its bins renamed (step 5);
+///    - other costs (and padded costs with groups): `lpt`'s maximum.
 /// 2. Unload: every rank whose current load exceeds T (overloaded; in decreasing load, ties by
 ///    index) gives up units until its load is ≤ T, chosen to move few bytes (see below). Ranks
-///    at or below T never give up anything.
-/// 3. Place: the removed units, largest cost first (ties by index), go (a) back to their own
-///    rank if it still fits under T (an over-removal), else (b) to the most loaded rank of the
-///    same node (node = rank / ranks_per_node) that stays ≤ T (best fit, which packs the
-///    small slack left by a tight target), else (c) to the most loaded rank anywhere that
-///    stays ≤ T, else (d) repair: the unit stays home for good and smaller units of the same
-///    overloaded home leave instead (at most one repair per unit), else (e) to the rank where
-///    its cost ends lowest (within the capacity).
+///    at or below T never give up anything. Costs are always evaluated on the rank's batch
+///    state (count, Σl, Σl², max l), never approximated.
+/// 3. Place: the removed units, largest cost first (ties: the order they left), go (a) back to
+///    their own rank if it still fits under T (an over-removal), else (b) to the most loaded
+///    rank of the same node (node = rank / ranks_per_node) that stays ≤ T (best fit), else
+///    (c) to the least loaded rank that stays ≤ T (ties: smaller index), else (d) repair: the
+///    unit stays home for good and smaller units of the same overloaded home leave instead
+///    (at most one repair per unit), else (e) to the rank where its cost ends lowest (within
+///    the capacity).
 /// 4. Polish, only if a rank is still above T: `refine`'s moves and swaps restricted to units
 ///    whose home was overloaded, until the maximum is ≤ T or no step improves it.
+/// 5. Fallback (strategy `relabel`): when steps 2–4 miss a target that the reference's own
+///    placement meets, that placement is taken with its bins renamed to ranks: a greedy
+///    matching of (bin, current rank) byte overlaps in decreasing bytes (at least half of the
+///    bytes the best renaming keeps), kept only if it keeps more than the identity, then units
+///    of one item with equal weights trade places so that those whose rank holds a slot of
+///    their weight stay (largest bytes first). Every rank keeps its multiset of weights, so
+///    its cost; the moved bytes never exceed the reference's own.
 ///
 /// Which units leave an overloaded rank: the cheaper in bytes of the single unit that covers
 /// the excess with the fewest bytes, and a greedy fill in increasing bytes per unit of cost
 /// relief (ties: smaller units first), finishing with the cheapest covering unit; repeated
 /// while the rank is above T (costs that are not additive can need a second round).
 ///
-/// - Guarantee: never moves an item off a rank whose current load is ≤ T; if the current
-///   maximum is ≤ T (e.g. ε large) nothing moves; the maximum is ≤ T whenever steps 3–4 find
-///   room (always observed with ≥ 16 items per rank, ε ≥ 0.1 % and items well below T). The
-///   target can be infeasible under the first rule (a large unit that fits on no rank that
-///   keeps its items); then the result's maximum exceeds `target_max` — compare them — and
-///   nothing loops. Moved bytes are not minimal in general (a knapsack problem) but are those
-///   of a few units per overloaded rank.
+/// - Guarantees: the result is a valid placement of every item. Without a capacity the maximum
+///   is ≤ `target_max` ≤ (1 + ε) · `lpt`'s maximum for additive costs, and ≤ (1 + ε) · the
+///   better of `padded` and `lpt` for padded costs; `target_reached` and `reached_max` report
+///   it for every cost. With strategy `unload` no item leaves a rank whose current load is
+///   ≤ T, and if the current maximum is ≤ T (e.g. ε large) nothing moves. Moved bytes are not
+///   minimal in general (a knapsack problem).
 /// - Bytes: `item_bytes` (empty = the weights); `opts.ranks_per_node` 0 means one node.
 /// - Constraints: `capacity` honoured (T ≤ capacity; `invalid_input` if a unit fits nowhere
 ///   within it); `groups` move as one unit (the current placement must keep every group on one
 ///   rank); `count_cap` is rejected (`invalid_input`): moving items off overloaded ranks alone
 ///   cannot keep counts equal.
 /// - Slot order: staying items keep their current order (ascending id within a rank), arrivals
-///   are appended in placement order.
-/// - Complexity: one `lpt` run plus O(n log n) for additive costs (removal rounds refold a rank:
-///   O(s²) for other costs), O(ranks_per_node + log d) per placed unit; the polish is bounded
-///   as `refine` is.
+///   are appended (in placement order; after a relabel in ascending id).
+/// - Complexity: additive costs O(n) plus O(s log s) per overloaded rank of s units, a radix
+///   sort of the removed units and O(ranks_per_node + log d) per placed unit — no `lpt` run
+///   when the lower bound is met (the common case with many items per rank); padded costs
+///   `padded` + `lpt` + O(n log n) for the renaming; other costs refold a rank per removal
+///   round (O(s²)). The polish is bounded as `refine` is.
 /// - Errors (`invalid_input`): ε < 0 or NaN, origin of the wrong size or a rank ≥ bins, item_bytes of
 ///   the wrong size, a group split by the current placement, count caps, plus what `lpt`
 ///   rejects.
-/// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of lpt's max, ≤ 25 % of the bytes lpt moves);
-///      OrchMLLM §5.2 (communication volume of the rearrangement, node-wise locality).
+/// @see docs/DESIGN.md §5.1 and §7 (goal: within 0.5 % of the best shipped algorithm's max, ≤ 25 % of
+///      its bytes); OrchMLLM §5.1 (padded batches), §5.2 (communication volume of the
+///      rearrangement, node-wise locality).
 /// @param weights    cost weight (length) per item
 /// @param origin     current rank per item (< bins)
 /// @param item_bytes bytes per item, what a move costs (empty = the weights)

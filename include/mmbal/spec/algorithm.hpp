@@ -52,7 +52,7 @@ struct algorithm_spec {
   double tolerance = 0.0;  ///< `tolerance:v=` — window on Σl, in length units (default 0)
   double epsilon =
       balance::migrate_options{}
-          .epsilon;     ///< `migrate:eps=` — allowed max excess over lpt's max (default as `migrate_options`, 0.1 %)
+          .epsilon;  ///< `migrate:eps=` — allowed max excess over the reference (see `balance::migrate`; default 0.1 %)
   bool refine = false;  ///< `+refine` — local search after the base algorithm
   friend bool operator==(const algorithm_spec&, const algorithm_spec&) = default;
 };
