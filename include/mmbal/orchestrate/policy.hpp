@@ -198,7 +198,7 @@ class phase_balancer {
 ///
 /// - `balancer`: the partitioner and the cost the phase's step time follows (default `lpt`
 ///   under `tokens`). `migrate_partitioner` keeps items where they are when that costs at
-///   most (1 + eps) × lpt's maximum.
+///   most (1 + eps) × the best shipped algorithm's maximum for the cost (see `migrate`).
 /// - `counts`: per-bin item-count limit (default none).
 /// - `capacity`: hard per-bin cost cap (default none).
 /// - `keep_groups`: items of samples with the same JSONL `group` stay on one rank
