@@ -181,7 +181,7 @@ TEST_CASE("refine: on random starts the top bin ends locally optimal (no improvi
       }
     }
   }
-  CHECK(at_bound < 200);  // most instances check the stopping rule itself
+  CHECK(200 - at_bound >= 80);  // the stopping rule itself is checked on 89 of the 200 (seeded)
 }
 
 TEST_CASE("refine: constraints stay satisfied on random instances") {
