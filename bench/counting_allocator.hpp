@@ -20,15 +20,18 @@ inline void note_alloc(std::size_t n) {
   std::int64_t p = peak.load();
   while (now > p && !peak.compare_exchange_weak(p, now)) {}
 }
-// Every block carries its size in a 16-byte header so delete can account for it.
-inline void* counted_alloc(std::size_t n) {
+// Every block carries its size in a 16-byte header so delete can account for it. Both are
+// kept out of line: inlined into the standard library's nothrow allocations (std::stable_sort's
+// temporary buffer), g++ 12 at -O3 sees `free(p - 16)` on a pointer from `operator new` and
+// reports -Wmismatched-new-delete, which -Werror turns into a build failure.
+[[gnu::noinline]] inline void* counted_alloc(std::size_t n) {
   void* p = std::malloc(n + 16);
   if (!p) throw std::bad_alloc();
   *static_cast<std::size_t*>(p) = n;
   note_alloc(n);
   return static_cast<char*>(p) + 16;
 }
-inline void counted_free(void* p) noexcept {
+[[gnu::noinline]] inline void counted_free(void* p) noexcept {
   if (!p) return;
   char* base = static_cast<char*>(p) - 16;
   live.fetch_sub(static_cast<std::int64_t>(*reinterpret_cast<std::size_t*>(base)));
@@ -52,3 +55,11 @@ void operator delete(void* p) noexcept { bench_heap::counted_free(p); }
 void operator delete[](void* p) noexcept { bench_heap::counted_free(p); }
 void operator delete(void* p, std::size_t) noexcept { bench_heap::counted_free(p); }
 void operator delete[](void* p, std::size_t) noexcept { bench_heap::counted_free(p); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try { return bench_heap::counted_alloc(n); } catch (const std::bad_alloc&) { return nullptr; }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try { return bench_heap::counted_alloc(n); } catch (const std::bad_alloc&) { return nullptr; }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { bench_heap::counted_free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { bench_heap::counted_free(p); }
