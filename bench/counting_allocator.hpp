@@ -56,10 +56,18 @@ void operator delete[](void* p) noexcept { bench_heap::counted_free(p); }
 void operator delete(void* p, std::size_t) noexcept { bench_heap::counted_free(p); }
 void operator delete[](void* p, std::size_t) noexcept { bench_heap::counted_free(p); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try { return bench_heap::counted_alloc(n); } catch (const std::bad_alloc&) { return nullptr; }
+  try {
+    return bench_heap::counted_alloc(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try { return bench_heap::counted_alloc(n); } catch (const std::bad_alloc&) { return nullptr; }
+  try {
+    return bench_heap::counted_alloc(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
 }
 void operator delete(void* p, const std::nothrow_t&) noexcept { bench_heap::counted_free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { bench_heap::counted_free(p); }
