@@ -122,10 +122,10 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
 }  // namespace
 
 // The issue-13 goal "X+refine never worse than any shipped algorithm within 1e-5" does NOT hold
-// for a local search in general: with the pair re-split (session 11) 0-36 % of (instance, X)
-// pairs per class still end above the best shipped result (most classes ≤ 12 %; up to 2.7 % above
-// with equal counts, where kk's differencing finds partitions no chain of improving exchanges and
-// pair/triple re-splits from X reaches). The counts per class are printed (bench/RESULTS.md
+// for a local search in general: with the pair re-split (session 11) 0-29 % of (instance, X)
+// pairs per class still end above the best shipped result (9.9 % overall; classes with > 3 items
+// per bin ≤ 12 %; up to 2.7 % above with equal counts, where kk's differencing finds partitions
+// no chain of improving exchanges and pair/triple re-splits from X reaches). The counts per class are printed (bench/RESULTS.md
 // "Session 10 — refine", "Session 11 — refine pair re-split"); asserted: what holds for every
 // instance (refine never raises its start's maximum, each escape never ends above the search
 // without it), and the property itself on the classes where it now holds.

@@ -855,9 +855,9 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
 ///   top's; only for pools of ≤ `resplit_max_units` units. Both run only when the plain search
 ///   is stuck. Not a guarantee of matching other algorithms: on seeded random and generated
-///   instances with 2–32 items per bin, 0–36 % of `X+refine` results per class (11–33 % before
-///   the re-split; ≤ 16 % in the classes with > 3 items per bin) end above the best shipped
-///   algorithm's maximum by more than 1e-5 (up to 2.7 % with equal counts, where `kk`'s
+///   instances with 2–32 items per bin, 0–29 % of `X+refine` results per class, 9.9 % overall
+///   (11–33 % and 16.7 % before the re-split; ≤ 12 % in the classes with > 3 items per bin) end
+///   above the best shipped algorithm's maximum by more than 1e-5 (up to 2.7 % with equal counts, where `kk`'s
 ///   differencing reaches partitions no chain of improving exchanges and re-splits from X does;
 ///   none on the generated instances with free counts for X = lpt, kk) — counted in
 ///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine", "Session 11 —
