@@ -197,3 +197,116 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
     CHECK(counts[cls].failed == 0);
   }
 }
+
+TEST_CASE("refine: resplit_search finds the best split under count ranges and unit sizes (brute force)",
+          "[balance][refine]") {
+  std::size_t found = 0, not_found = 0;
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    rng_engine g = make_rng(seed, 0x5e5511);
+    const std::size_t ways = 2 + uniform_below(g, 2);
+    const std::size_t q = 1 + uniform_below(g, ways == 2 ? 12 : 8);
+    std::vector<double> cost(q);
+    std::vector<std::uint32_t> size(q);
+    for (std::size_t i = 0; i < q; ++i) {
+      cost[i] = static_cast<double>(seed % 2 == 0 ? 1 + uniform_below(g, 50) : uniform_below(g, 1000)) +
+                (seed % 3 == 0 ? 0.25 * static_cast<double>(uniform_below(g, 4)) : 0.0);
+      size[i] = static_cast<std::uint32_t>(seed % 4 == 1 ? 1 + uniform_below(g, 3) : 1);
+    }
+    std::sort(cost.begin(), cost.end(), std::greater<>());
+    std::uint64_t items = 0;
+    for (const std::uint32_t s : size) items += s;
+    const std::uint64_t lo = uniform_below(g, 2) == 0 ? 0 : uniform_below(g, items / ways + 1);
+    const std::uint64_t hi = uniform_below(g, 3) == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                      : lo + uniform_below(g, items + 1);
+    double total = 0;
+    for (const double c : cost) total += c;
+    const double incumbent = uniform_below(g, 2) == 0 ? total + 1 : total / static_cast<double>(ways) * 1.1;
+    // Brute force over every assignment of the units to the parts.
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<std::size_t> part(q, 0);
+    for (;;) {
+      std::vector<double> load(ways, 0.0);
+      std::vector<std::uint64_t> count(ways, 0);
+      for (std::size_t i = 0; i < q; ++i) {
+        load[part[i]] += cost[i];
+        count[part[i]] += size[i];
+      }
+      bool ok = true;
+      for (std::size_t b = 0; b < ways; ++b) ok = ok && count[b] >= lo && count[b] <= hi;
+      if (ok) best = std::min(best, *std::max_element(load.begin(), load.end()));
+      std::size_t i = 0;
+      while (i < q && ++part[i] == ways) part[i++] = 0;
+      if (i == q) break;
+    }
+    INFO("seed " << seed << " ways " << ways << " q " << q << " lo " << lo << " hi " << hi);
+    const balance::detail::resplit_result r =
+        balance::detail::resplit_search(cost, size, ways, lo, hi, incumbent, std::uint64_t{1} << 30);
+    CHECK(r.found == (best < incumbent));
+    if (!r.found) {
+      ++not_found;
+      CHECK(r.max_load == incumbent);
+      continue;
+    }
+    ++found;
+    CHECK(r.max_load == best);
+    std::vector<double> load(ways, 0.0);
+    std::vector<std::uint64_t> count(ways, 0);
+    for (std::size_t i = 0; i < q; ++i) {
+      REQUIRE(r.part[i] < ways);
+      load[r.part[i]] += cost[i];
+      count[r.part[i]] += size[i];
+    }
+    CHECK(load == r.load);
+    for (std::size_t b = 0; b < ways; ++b) CHECK((count[b] >= lo && count[b] <= hi));
+  }
+  CHECK(found > 50);  // both outcomes are exercised
+  CHECK(not_found > 20);
+}
+
+TEST_CASE("refine: the pair re-split keeps groups, count caps and the capacity, and continues the descent",
+          "[balance][refine]") {
+  std::size_t lowered = 0;
+  for (std::uint64_t seed = 0; seed < 120; ++seed) {
+    rng_engine g = make_rng(seed, 0x5e5512);
+    const rank_t d = static_cast<rank_t>(3 + uniform_below(g, 10));
+    const std::size_t n = d * (3 + uniform_below(g, 8));
+    std::vector<length_t> w(n);
+    for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, seed % 2 == 0 ? 100 : 5000));
+    balance::constraints limits;
+    const std::uint64_t mode = seed % 3;
+    if (mode == 0) limits.counts.kind = balance::count_cap::mode::equal;
+    if (mode == 1) {
+      limits.counts.kind = balance::count_cap::mode::fixed;
+      limits.counts.cap = static_cast<std::uint32_t>(n / d + 2);
+    }
+    std::vector<std::uint64_t> groups;
+    if (seed % 2 == 1) {  // runs of consecutive items as groups
+      groups.resize(n);
+      std::uint64_t id = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i > 0 && uniform_below(g, 3) != 0) ++id;
+        groups[i] = id;
+      }
+      limits.groups = groups;
+    }
+    const cost::tokens c;
+    assignment start;
+    try {
+      start = balance::lpt{}(w, d, c, limits);
+    } catch (const invalid_input&) {
+      continue;  // lpt does not take this combination
+    }
+    const double start_max = test::check_run(start, w, d, c, limits);
+    if (mode == 2) limits.capacity = start_max;  // the tightest capacity the start meets
+    balance::refine_options no_resplit;
+    no_resplit.resplit_work = 0;
+    INFO("seed " << seed << " d " << d << " n " << n << " mode " << mode);
+    const assignment with = balance::refine(w, start, c, limits);
+    CHECK(with == balance::refine(w, start, c, limits));  // deterministic
+    const double with_max = test::check_run(with, w, d, c, limits);
+    const double without_max = test::check_run(balance::refine(w, start, c, limits, no_resplit), w, d, c, limits);
+    CHECK(with_max <= without_max);
+    lowered += with_max < without_max ? 1 : 0;
+  }
+  CHECK(lowered > 5);  // the re-split does fire on these instances
+}
