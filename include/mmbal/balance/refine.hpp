@@ -2,8 +2,8 @@
 /// @file
 /// `refine`: local search that lowers the maximum bin cost of any assignment — moves and
 /// pairwise swaps of items between the most loaded bin and the least loaded ones while the
-/// maximum strictly drops, then (additive costs) exchanges of up to two items each way to
-/// escape local optima, never violating a constraint (docs/DESIGN.md §5.1).
+/// maximum strictly drops, then (additive costs) exchanges of up to two items each way and pair
+/// (or triple) re-splits to escape local optima, never violating a constraint (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/bin_queue.hpp>
@@ -17,6 +17,7 @@
 #include <mmbal/core/detail/order.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -64,6 +65,24 @@ struct refine_options {
   /// The escape runs only between bins of at most this many units (O(s²) sets per bin); larger
   /// bins have dense enough single-unit sums that moves and swaps end near the bound. Default 32.
   std::uint32_t escape_max_units = 32;
+  /// Pair re-split (additive costs), the last escape: when no move, swap or two-unit exchange
+  /// improves, the top bin's units are pooled with those of one of its `resplit_partners`
+  /// lightest partners (lightest first), and the best split of the pool into two bins that
+  /// meets the constraints is searched by a bounded complete search (`detail::resplit_search`,
+  /// `resplit_nodes` nodes each); then, as `kk`'s re-differencing does, with two of the 8
+  /// lightest partners, split three ways. The first split whose new loads all end strictly below
+  /// the top bin's is applied (parts go to the bins that keep the most items). One budget for
+  /// the whole run of `resplit_work` × units search nodes. Default 64; 0 disables it. Not inside
+  /// `migrate`'s polish.
+  std::uint32_t resplit_work = 64;
+  /// Nodes of one re-split search (each pool tried). Default 1,024, as `kk`'s re-splits.
+  std::uint32_t resplit_nodes = 1024;
+  /// Partners tried by the pair re-split. Default 64: with few items per bin the partner
+  /// whose pool splits better is often not among the 8 lightest (generated LLM phases, 4 per bin).
+  std::uint32_t resplit_partners = 64;
+  /// The re-split runs only on pools of at most this many units (the search is exponential in
+  /// the pool; larger bins end near the bound with moves and swaps). Default 64.
+  std::uint32_t resplit_max_units = 64;
 };
 
 namespace detail {
@@ -236,6 +255,138 @@ struct unit_set {
   return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
 }
 
+/// Result of `resplit_search`.
+struct resplit_result {
+  std::vector<std::uint8_t> part;  ///< part (0 .. ways − 1) of each pooled unit, in the input order
+  std::vector<double> load;        ///< the parts' loads (summed in the input order) when `found`
+  double max_load = 0;             ///< its costliest part; the incumbent if nothing better was found
+  bool found = false;              ///< a split strictly below the incumbent was found
+  std::uint64_t nodes = 0;         ///< nodes visited (≤ the budget)
+};
+
+/// Depth-first branch and bound (complete greedy, Korf 1998) over the splits of pooled units
+/// into `ways` (2 or 3) parts whose item counts each lie in [lo, hi], for the lowest maximum
+/// part strictly below `incumbent`. `cost` holds the units' costs sorted descending (≥ 0),
+/// `size` their items (≥ 1, a group is one unit). Unlike `equal_split_search` (fixed
+/// ⌊q/w⌋/⌈q/w⌉ counts), any counts the bounds admit are allowed, so it serves free counts,
+/// `count_cap` fixed and equal, and groups.
+///
+/// Units are placed in order, each first into the cheapest part with room (ties: index),
+/// skipping a part identical in (cost, count) to one already tried. A node is cut when some
+/// part cannot end below the best maximum so far: its cost, its cost plus the smallest remaining
+/// units it still needs for its count, or the remaining cost minus the largest remaining units
+/// the other parts have room for; or when the counts can no longer be met. Stops at a split
+/// reaching the root's bound (the mean, rounded up when every cost is an integer), or after
+/// `node_budget` nodes.
+/// - Guarantee: deterministic; `found` ⇒ every part's count is in [lo, hi] and its load <
+///   `incumbent`; exhaustive within the budget (no split below `max_load` was skipped).
+/// - Complexity: O(node_budget · ways) time, O(q) memory, recursion depth q.
+/// @see Korf (1998) "A complete anytime algorithm for number partitioning"; docs/DESIGN.md §5.1.
+inline resplit_result resplit_search(std::span<const double> cost, std::span<const std::uint32_t> size,
+                                     std::size_t ways, std::uint64_t lo, std::uint64_t hi, double incumbent,
+                                     std::uint64_t node_budget) {
+  constexpr std::size_t max_ways = 3;
+  resplit_result out;
+  out.max_load = incumbent;
+  const std::size_t q = cost.size();
+  if (ways < 2 || ways > max_ways || q == 0) return out;
+  std::vector<double> prefix(q + 1, 0.0);             // prefix[i] = Σ cost[0 .. i)
+  std::vector<std::uint64_t> items_after(q + 1, 0);  // items of units i .. q − 1
+  bool integral = true;
+  std::uint64_t smax = 1;
+  for (std::size_t i = 0; i < q; ++i) {
+    prefix[i + 1] = prefix[i] + cost[i];
+    integral = integral && cost[i] == std::floor(cost[i]);
+    smax = std::max<std::uint64_t>(smax, size[i]);
+  }
+  for (std::size_t i = q; i-- > 0;) items_after[i] = items_after[i + 1] + size[i];
+  const double total = prefix[q];
+  integral = integral && total < 0x1.0p52;
+  const std::uint64_t items = items_after[0], w = ways;
+  // Every part ends in [lo, hi] and the parts hold all items: each part in [elo, ehi].
+  hi = std::min(hi, items);
+  if (items < (w - 1) * lo || items > w * hi) return out;
+  const std::uint64_t elo = std::max(lo, items > (w - 1) * hi ? items - (w - 1) * hi : 0);
+  const std::uint64_t ehi = std::min(hi, items - (w - 1) * lo);
+  if (elo > ehi) return out;
+  std::array<double, max_ways> load{};
+  std::array<std::uint64_t, max_ways> count{};
+  std::vector<std::uint8_t> part(q, 0);
+  constexpr double never = std::numeric_limits<double>::infinity();
+  // Lower bound on the final maximum below a node at depth i (units i .. q − 1 remain).
+  auto bound = [&](std::size_t i) {
+    const std::uint64_t rest_items = items_after[i];
+    const std::size_t rest = q - i;
+    const double rest_sum = total - prefix[i];
+    std::uint64_t need_all = 0, room_all = 0;
+    for (std::size_t b = 0; b < ways; ++b) {
+      need_all += count[b] < elo ? elo - count[b] : 0;
+      room_all += ehi - count[b];
+    }
+    if (need_all > rest_items || room_all < rest_items) return never;
+    double lower = 0;
+    for (std::size_t b = 0; b < ways; ++b) {
+      const std::uint64_t need = count[b] < elo ? elo - count[b] : 0;
+      const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(rest, (need + smax - 1) / smax));
+      const double at_least = load[b] + (prefix[q] - prefix[q - take]);  // its smallest needed units
+      // The other parts take at most their room in items, so at most that many units.
+      const auto others = static_cast<std::size_t>(std::min<std::uint64_t>(rest, room_all - (ehi - count[b])));
+      const double left_over = load[b] + rest_sum - (prefix[i + others] - prefix[i]);
+      lower = std::max({lower, load[b], at_least, left_over});
+    }
+    return lower;
+  };
+  double goal = total / static_cast<double>(ways);
+  if (integral) goal = std::ceil(goal);
+  goal = std::max(goal, bound(0));
+  if (!(goal < incumbent)) return out;  // nothing below the incumbent can exist
+  std::uint64_t nodes = 0;
+  bool stop = false;
+  auto descend = [&](auto& self, std::size_t i) -> void {
+    if (++nodes > node_budget) {
+      stop = true;
+      return;
+    }
+    if (i == q) {
+      for (std::size_t b = 0; b < ways; ++b)
+        if (count[b] < elo) return;
+      const double top = *std::max_element(load.begin(), load.begin() + static_cast<std::ptrdiff_t>(ways));
+      if (top < out.max_load) {
+        out.max_load = top;
+        out.part = part;
+        out.found = true;
+        if (top <= goal) stop = true;
+      }
+      return;
+    }
+    if (!(bound(i) < out.max_load)) return;
+    std::array<std::size_t, max_ways> order{};
+    for (std::size_t b = 0; b < ways; ++b) order[b] = b;
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(ways),
+              [&](std::size_t x, std::size_t y) { return load[x] != load[y] ? load[x] < load[y] : x < y; });
+    for (std::size_t r = 0; r < ways && !stop; ++r) {
+      const std::size_t b = order[r];
+      bool same = false;  // an identical part was already tried: same subtree
+      for (std::size_t t = 0; t < r; ++t) same = same || (load[order[t]] == load[b] && count[order[t]] == count[b]);
+      if (same || count[b] + size[i] > ehi || !(load[b] + cost[i] < out.max_load)) continue;
+      const double saved = load[b];  // restored exactly (no subtraction round-off)
+      load[b] += cost[i];
+      count[b] += size[i];
+      part[i] = static_cast<std::uint8_t>(b);
+      self(self, i + 1);
+      load[b] = saved;
+      count[b] -= size[i];
+    }
+  };
+  descend(descend, 0);
+  out.nodes = std::min(nodes, node_budget);
+  if (out.found) {
+    out.load.assign(ways, 0.0);
+    for (std::size_t i = 0; i < q; ++i) out.load[out.part[i]] += cost[i];
+  }
+  return out;
+}
+
 /// Additive fast path: a bin is its load (Σ unit costs) and its units sorted by (cost, unit)
 /// in one flat pool (built from one global radix order of the unit costs, no per-bin sort);
 /// the best partner unit is found by binary search. When no move or swap improves, the
@@ -322,6 +473,89 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
           sets.push_back(unit_set{c[x].first + c[y].first, u.size(kx) + u.size(c[y].second), kx, c[y].second});
     }
     std::sort(sets.begin(), sets.end());
+  };
+
+  // Pair (and triple) re-split: pool the top bin with its lightest partners and search the
+  // best split of the pool under the constraints. Taken when every new load ends strictly below
+  // the top's, so the pair (maximum, bins at the maximum) still strictly drops.
+  std::uint64_t resplit_left = std::uint64_t{opts.resplit_work} * u.count;
+  const std::uint64_t resplit_nodes = opts.resplit_nodes;
+  std::vector<rank_t> resplit_partners;
+  std::vector<entry> pool;        // (cost, unit) in gathering order: the bins in turn, each by (cost, unit)
+  std::vector<std::uint32_t> by_cost;  // pool positions by cost descending, then unit
+  std::vector<double> pool_cost;
+  std::vector<std::uint32_t> pool_size;
+  auto resplit_group = [&](const std::array<rank_t, 3>& group, std::size_t ways, double lh) {
+    pool.clear();
+    for (std::size_t g = 0; g < ways; ++g) {
+      const std::span<const entry> c = seg.of(group[g]);
+      if (pool.size() + c.size() > opts.resplit_max_units) return false;
+      pool.insert(pool.end(), c.begin(), c.end());
+    }
+    by_cost.resize(pool.size());
+    std::iota(by_cost.begin(), by_cost.end(), 0u);
+    std::sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t x, std::uint32_t y) {
+      return pool[x].first != pool[y].first ? pool[x].first > pool[y].first : pool[x].second < pool[y].second;
+    });
+    pool_cost.clear();
+    pool_size.clear();
+    for (const std::uint32_t x : by_cost) {
+      if (!(pool[x].first >= 0)) return false;  // the search's cuts assume loads only grow
+      pool_cost.push_back(pool[x].first);
+      pool_size.push_back(u.size(pool[x].second));
+    }
+    const resplit_result r = resplit_search(pool_cost, pool_size, ways, cb.lo, cb.hi, lh,
+                                            std::min(resplit_nodes, resplit_left));
+    resplit_left -= r.nodes;
+    if (!r.found) return false;
+    if (has_cap)
+      for (const double l : r.load)
+        if (l > cap) return false;
+    // Parts to bins: the assignment that moves the fewest items (ties: the first permutation).
+    std::array<std::uint8_t, 3> perm{0, 1, 2}, best_perm = perm;
+    std::uint64_t fewest = std::numeric_limits<std::uint64_t>::max();
+    do {
+      std::uint64_t moved = 0;
+      for (std::size_t j = 0; j < by_cost.size(); ++j)
+        if (group[perm[r.part[j]]] != st.unit_bin[pool[by_cost[j]].second]) moved += pool_size[j];
+      if (moved < fewest) {
+        fewest = moved;
+        best_perm = perm;
+      }
+    } while (std::next_permutation(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(ways)));
+    std::vector<rank_t> dest(pool.size());
+    for (std::size_t j = 0; j < by_cost.size(); ++j) dest[by_cost[j]] = group[best_perm[r.part[j]]];
+    for (std::size_t g = 0; g < ways; ++g) by_load.erase(bin_key{load[group[g]], group[g]});
+    for (std::size_t x = 0; x < pool.size(); ++x) {  // arrivals in gathering order
+      const std::uint32_t k = pool[x].second;
+      const rank_t from = st.unit_bin[k];
+      if (dest[x] == from) continue;
+      seg.erase(from, pool[x]);
+      seg.insert(dest[x], pool[x]);
+      st.move_unit(k, dest[x]);
+    }
+    for (std::size_t p = 0; p < ways; ++p) load[group[best_perm[p]]] = r.load[p];
+    for (std::size_t g = 0; g < ways; ++g) by_load.insert(bin_key{load[group[g]], group[g]});
+    return true;
+  };
+  auto resplit = [&](rank_t h, double lh) {
+    resplit_partners.clear();
+    for (auto it = by_load.begin(); it != by_load.end() && resplit_partners.size() < opts.resplit_partners; ++it) {
+      if (it->bin == h) continue;
+      if (!(it->load + quantum < lh)) break;
+      resplit_partners.push_back(it->bin);
+    }
+    for (const rank_t t : resplit_partners) {
+      if (resplit_left == 0) return false;
+      if (resplit_group({h, t, 0}, 2, lh)) return true;
+    }
+    const std::size_t triple_partners = std::min<std::size_t>(resplit_partners.size(), 8);
+    for (std::size_t x = 0; x < triple_partners; ++x)
+      for (std::size_t y = x + 1; y < triple_partners; ++y) {
+        if (resplit_left == 0) return false;
+        if (resplit_group({h, resplit_partners[x], resplit_partners[y]}, 3, lh)) return true;
+      }
+    return false;
   };
 
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
@@ -440,7 +674,10 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         }
       }
     }
-    if (!best.found) return;
+    if (!best.found) {
+      if (movable == nullptr && resplit_left > 0 && resplit(h, lh)) continue;
+      return;
+    }
 
     // Apply.
     const rank_t t = best.partner;
@@ -612,16 +849,25 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   tokens): it is then optimal, though other bins may still sit at it.
 /// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
 ///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
-///   Not a guarantee of matching other algorithms: on seeded random and generated instances with
-///   2–32 items per bin, 11–33 % of `X+refine` results end above the best shipped algorithm's
-///   maximum by more than 1e-5 (up to 3 % with equal counts, where `kk`'s differencing reaches
-///   partitions no chain of improving one- and two-unit exchanges from X does) — counted in
-///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine".
+///   Then (`resplit_work`) the pair re-split: the top bin's units pooled with a lighter partner's
+///   (the `resplit_partners` lightest, lightest first; then pairs of the 8 lightest, split three
+///   ways) are split anew by a bounded complete search that keeps every constraint (count
+///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
+///   top's; only for pools of ≤ `resplit_max_units` units. Both run only when the plain search
+///   is stuck. Not a guarantee of matching other algorithms: on seeded random and generated
+///   instances with 2–32 items per bin, 0–29 % of `X+refine` results per class, 9.9 % overall
+///   (11–33 % and 16.7 % before the re-split; ≤ 12 % in the classes with > 3 items per bin) end
+///   above the best shipped algorithm's maximum by more than 1e-5 (up to 2.7 % with equal counts, where `kk`'s
+///   differencing reaches partitions no chain of improving exchanges and re-splits from X does;
+///   none on the generated instances with free counts for X = lpt, kk) — counted in
+///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine", "Session 11 —
+///   refine pair re-split".
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: one radix order of the unit costs gives every bin's units sorted by cost in a
 ///   flat pool, O(n · ⌈bits / 11⌉); per step and partner O(s_h + s_t) (s = units per bin), the
 ///   partners in increasing load, skipped once the gap admits nothing (≤ 1 for integral costs);
-///   an escape step costs O(s² log s) per partner from its budget. Other costs refold bins: per
+///   an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search
+///   nodes of O(1) per pool from its budget. Other costs refold bins: per
 ///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
 ///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
 ///   partners after about 4 M unit folds. At most `max_passes` × units steps.
@@ -632,8 +878,8 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   split across bins, or a start that already violates a count cap or the capacity.
 /// @param weights cost weight (length) per item
 /// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
-/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended
-///                and escape budgets 256 and 64 × units)
+/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended,
+///                escape and re-split budgets 256, 64 and 64 × units)
 /// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
 template <batch_cost C>
 [[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
