@@ -400,9 +400,12 @@ template <batch_cost C>
   for (std::uint32_t k = 0; k < u.count; ++k) ++seg_begin[std::size_t{unit_origin[k]} + 1];
   for (rank_t b = 0; b < bins; ++b) seg_begin[std::size_t{b} + 1] += seg_begin[b];
   std::vector<seg_entry> seg(u.count);
+  std::vector<state> states(bins, cost.empty());
   for (std::uint32_t k = 0; k < u.count; ++k) {
     const rank_t b = unit_origin[k];
     seg[seg_begin[b] + seg_len[b]++] = seg_entry{k, u.trivial ? weights[k] : 0, unit_bytes[k]};
+    // Single items: the same fold as `fold(b, none)` below (ascending id within a bin).
+    if (u.trivial) states[b] = cost.add(states[b], weights[k]);
   }
   auto live = [&](rank_t b) { return std::span<seg_entry>(seg.data() + seg_begin[b], seg_len[b]); };
   auto add_entry = [&](const state& s, const seg_entry& e) {
@@ -422,14 +425,9 @@ template <batch_cost C>
         if (to == b) s = unit_state(u, k, weights, cost, s);
     return s;
   };
-  std::vector<state> states(bins, cost.empty());
   std::vector<double> load(bins);
-  if (u.trivial) {
-    // The same fold as `fold(b, none)` (ascending id within a bin), in one pass over the items.
-    for (std::size_t i = 0; i < n; ++i) states[unit_origin[i]] = cost.add(states[unit_origin[i]], weights[i]);
-  } else {
+  if (!u.trivial)
     for (rank_t b = 0; b < bins; ++b) states[b] = fold(b, none);
-  }
   for (rank_t b = 0; b < bins; ++b) load[b] = cost.value(states[b]);
   const std::vector<double> initial_load = load;
   auto solo_of = [&](std::uint32_t k, length_t weight) {
@@ -467,12 +465,23 @@ template <batch_cost C>
   std::vector<bool> leaving(u.count, false);
   auto remove_units = [&](rank_t b, std::span<const seg_entry> gone) {
     for (const seg_entry& e : gone) leaving[e.unit] = true;
+    // Compacts the segment in order (as std::remove_if) and folds what stays on the way: the
+    // same state as `fold(b, none)` afterwards, in one pass.
     const auto c = live(b);
-    const auto kept = std::remove_if(c.begin(), c.end(), [&](const seg_entry& e) { return leaving[e.unit]; });
-    seg_len[b] = static_cast<std::uint32_t>(kept - c.begin());
+    state s = cost.empty();
+    std::uint32_t kept = 0;
+    for (const seg_entry& e : c)
+      if (!leaving[e.unit]) {
+        c[kept++] = e;
+        s = add_entry(s, e);
+      }
+    seg_len[b] = kept;
     for (const seg_entry& e : gone) leaving[e.unit] = false;
-    states[b] = fold(b, none);
-    load[b] = cost.value(states[b]);
+    if (arrival_count[b] > 0)
+      for (const auto& [to, k] : arrivals)
+        if (to == b) s = unit_state(u, k, weights, cost, s);
+    states[b] = s;
+    load[b] = cost.value(s);
   };
 
   // A unit that left, with what the placement reads of it (no chasing into per-item arrays).
@@ -533,6 +542,11 @@ template <batch_cost C>
   auto with_unit = [&](const pooled& p, rank_t b) {
     return u.trivial ? cost.add(states[b], p.weight) : unit_state(u, p.key.second, weights, cost, states[b]);
   };
+  // Its cost alone, for scans (single items inline: a scan then computes only what the cost reads).
+  auto value_with = [&](const pooled& p, rank_t b) {
+    if (u.trivial) return cost.value(cost.add(states[b], p.weight));
+    return cost.value(unit_state(u, p.key.second, weights, cost, states[b]));
+  };
   // Units sent away by a repair are rare and wait in a small heap; the next unit is the
   // larger of the two heads.
   auto later = [](const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
@@ -552,8 +566,9 @@ template <batch_cost C>
     }
   };
   const rank_t per_node = ranks_per_node == 0 ? bins : ranks_per_node;
-  std::vector<bool> pinned(u.count, false);
+  std::vector<bool> pinned(u.count, false), arrived_flag(u.count, false);
   std::uint64_t repairs = 0;
+  unload_outcome out;
   auto put = [&](const pooled& p, rank_t b, const state& next) {
     states[b] = next;
     load[b] = cost.value(next);
@@ -563,6 +578,11 @@ template <batch_cost C>
     } else {
       arrivals.emplace_back(b, p.key.second);
       ++arrival_count[b];
+      arrived_flag[p.key.second] = true;
+      // Arrivals are final (only a rank's own units leave it), so they are the moved units.
+      out.moved_items += u.size(p.key.second);
+      out.moved_bytes += p.bytes;
+      if (ranks_per_node > 0 && p.home / ranks_per_node != b / ranks_per_node) out.inter_node_bytes += p.bytes;
     }
   };
   std::vector<rank_t> set_aside;
@@ -591,12 +611,9 @@ template <batch_cost C>
       const rank_t node_end = static_cast<rank_t>(std::min<std::uint64_t>(std::uint64_t{node_begin} + per_node, bins));
       for (rank_t b = node_begin; b < node_end; ++b) {
         if (b == home || (best != bins && !(load[b] > load[best]))) continue;
-        const state s = with_unit(p, b);
-        if (cost.value(s) <= target) {
-          best = b;
-          best_state = s;
-        }
+        if (value_with(p, b) <= target) best = b;
       }
+      if (best != bins) best_state = with_unit(p, best);
     }
     // (c) anywhere: the least loaded rank that fits (worst fit, ties: smaller index) — the
     // unit of the largest cost left goes where the most room is. For an additive cost no
@@ -678,36 +695,25 @@ template <batch_cost C>
 
   double reached = 0;
   for (rank_t b = 0; b < bins; ++b) reached = std::max(reached, load[b]);
-  unload_outcome out;
   if (reached <= target || polish.max_passes == 0) {
     // Staying units in ascending first id, then arrivals in placement order. One pass over
     // the units in id order (a unit that is not an arrival stayed at its origin; arrivals are
     // marked with the invalid rank `bins` first), then the arrivals in placement order: the
     // same slots as walking each rank's sorted segment and then its arrivals, without the
-    // per-rank sorts and the grouping of the arrivals. The traffic comes from the arrivals
-    // alone (every moved unit is one, all of a unit's items share origin and destination).
+    // per-rank sorts and the grouping of the arrivals. The traffic was counted as the
+    // arrivals came (every moved unit is one, all of a unit's items share origin and destination).
     out.placement = assignment{bins, std::vector<location>(n)};
     std::vector<location>& where = out.placement.where;
-    auto first_item = [&](std::uint32_t k) { return u.trivial ? k : u.members[u.offsets[k]]; };
-    for (const auto& [b, k] : arrivals) where[first_item(k)].rank = bins;
     std::vector<std::uint32_t> slot(bins, 0);
-    if (u.trivial) {
-      for (std::uint32_t k = 0; k < u.count; ++k)
-        if (where[k].rank != bins) where[k] = location{unit_origin[k], slot[unit_origin[k]]++};
-    } else {
-      for (std::uint32_t k = 0; k < u.count; ++k) {
-        if (where[first_item(k)].rank == bins) continue;
-        const rank_t b = unit_origin[k];
+    for (std::uint32_t k = 0; k < u.count; ++k) {
+      if (arrived_flag[k]) continue;
+      const rank_t b = unit_origin[k];
+      if (u.trivial)
+        where[k] = location{b, slot[b]++};
+      else
         u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
-      }
     }
-    for (const auto& [b, k] : arrivals) {
-      u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
-      out.moved_items += u.size(k);
-      out.moved_bytes += unit_bytes[k];
-      if (ranks_per_node > 0 && unit_origin[k] / ranks_per_node != b / ranks_per_node)
-        out.inter_node_bytes += unit_bytes[k];
-    }
+    for (const auto& [b, k] : arrivals) u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
     out.traffic_known = true;
     out.reached = reached;
     return out;
@@ -901,14 +907,35 @@ template <batch_cost C>
   double lower_bound = 0;
   if constexpr (additive_cost<C>) {
     double total = 0;
-    auto count = [&](double solo) {
-      total += solo;
-      lower_bound = std::max(lower_bound, solo);
-    };
-    if (u.trivial)
-      for (std::size_t i = 0; i < n; ++i) count(cost.value(cost.add(cost.empty(), weights[i])));
-    else
-      for (std::uint32_t k = 0; k < u.count; ++k) count(cost.value(unit_state(u, k, weights, cost, cost.empty())));
+    if (u.trivial) {
+      // Locals, not captured references: the loop then carries them in registers. While every
+      // cost is an integer in [0, 2^32) the sum is kept in integers too; if it stays ≤ 2^53
+      // every partial double sum was exact, so the double total is that integer (no 4-cycle
+      // add chain per item); otherwise the sum is redone in doubles.
+      double largest = 0;
+      std::uint64_t int_total = 0;
+      bool exact = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double c = cost.value(cost.add(cost.empty(), weights[i]));
+        const bool small = c >= 0 && c < 0x1p32;
+        const std::uint64_t ci = small ? static_cast<std::uint64_t>(c) : 0;
+        exact &= small && static_cast<double>(ci) == c;
+        int_total += ci;
+        largest = std::max(largest, c);
+      }
+      if (exact && int_total <= (std::uint64_t{1} << 53)) {
+        total = static_cast<double>(int_total);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) total += cost.value(cost.add(cost.empty(), weights[i]));
+      }
+      lower_bound = largest;
+    } else {
+      for (std::uint32_t k = 0; k < u.count; ++k) {
+        const double solo = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+        total += solo;
+        lower_bound = std::max(lower_bound, solo);
+      }
+    }
     lower_bound = std::max(lower_bound, total / bins);
     const double target = target_of(lower_bound);
     // Polished toward the bound (a lighter polish or none often stops 0.4 % above it, e.g. the
