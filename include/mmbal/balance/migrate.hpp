@@ -29,6 +29,7 @@
 #include <queue>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mmbal::balance {
@@ -69,9 +70,40 @@ namespace detail {
 /// Reusable buffers of `choose_removals` (one allocation per `migrate` call, not per rank).
 struct choose_scratch {
   std::vector<std::size_t> order, fill;
-  std::vector<std::uint64_t> keys;
+  std::vector<std::uint64_t> keys, spare;
   std::vector<bool> taken;
 };
+
+/// Sorts `words` stably by their high 32 bits, of which only the low `bits` may be set, when
+/// their low halves ascend (so that this is also the plain sort of the words): an LSD
+/// radix sort with 8-bit digits for the few dozen words of one rank (histograms of 256, where
+/// `stable_radix_sort` switches to a comparison sort below 1,024 records), a comparison sort
+/// below 32 words. Mispredicted comparisons were most of the removal choice's time.
+/// O(n · ⌈bits / 8⌉ + 256 · ⌈bits / 8⌉).
+inline void sort_by_high_half(std::vector<std::uint64_t>& words, std::vector<std::uint64_t>& spare, int bits) {
+  const std::size_t n = words.size();
+  if (n < 32) {  // the caller's low halves ascend and are distinct: the same order
+    std::sort(words.begin(), words.end());
+    return;
+  }
+  constexpr int digit = 8;
+  constexpr std::size_t radix = std::size_t{1} << digit;
+  const int passes = (std::clamp(bits, 0, 32) + digit - 1) / digit;
+  std::uint32_t count[4][radix];
+  std::fill_n(&count[0][0], static_cast<std::size_t>(passes) * radix, 0u);
+  for (const std::uint64_t w : words)
+    for (int p = 0; p < passes; ++p) ++count[p][(w >> (32 + p * digit)) & (radix - 1)];
+  spare.resize(n);
+  for (int p = 0; p < passes; ++p) {
+    std::uint32_t* c = count[p];
+    if (c[(words[0] >> (32 + p * digit)) & (radix - 1)] == n) continue;  // one digit value: order unchanged
+    std::uint32_t sum = 0;
+    for (std::size_t r = 0; r < radix; ++r) sum += std::exchange(c[r], sum);
+    const int shift = 32 + p * digit;
+    for (const std::uint64_t w : words) spare[c[(w >> shift) & (radix - 1)]++] = w;
+    words.swap(spare);
+  }
+}
 
 /// `choose_removals` into `scratch` (the result lives there until the next call).
 inline std::span<const std::size_t> choose_removals(std::span<const double> relief,
@@ -83,45 +115,75 @@ inline std::span<const std::size_t> choose_removals(std::span<const double> reli
     if (relief[a] != relief[b]) return relief[a] < relief[b];
     return a < b;
   };
-  // (a) one unit.
+  // One pass: (a) the best single unit, the units with positive relief (the candidates of
+  // (b)) and whether the fast order below applies.
   std::size_t single = s;
-  for (std::size_t k = 0; k < s; ++k)
-    if (relief[k] >= excess && (single == s || cheaper_cover(k, single))) single = k;
-  // (b) greedy fill by bytes per unit of relief.
   std::vector<std::size_t>& order = scratch.order;
   order.clear();
-  for (std::size_t k = 0; k < s; ++k)
-    if (relief[k] > 0) order.push_back(k);
   // Common case: the same bytes per relief for every unit (e.g. bytes ∝ tokens). Then the
   // order is (relief, index), sorted as packed keys when the reliefs are integers < 2^32.
   bool proportional = true, integral = true;
-  for (std::size_t k : order) {
-    proportional &=
-        static_cast<double>(bytes[k]) * relief[order[0]] == static_cast<double>(bytes[order[0]]) * relief[k];
-    integral &= relief[k] < 0x1p32 && relief[k] == std::floor(relief[k]);
+  for (std::size_t k = 0; k < s; ++k) {
+    const double r = relief[k];
+    if (r >= excess && (single == s || cheaper_cover(k, single))) single = k;
+    if (!(r > 0)) continue;
+    if (!order.empty())
+      proportional &= static_cast<double>(bytes[k]) * relief[order[0]] == static_cast<double>(bytes[order[0]]) * r;
+    // r == floor(r) for 0 < r < 2^32, without a call to floor.
+    integral &= r < 0x1p32 && static_cast<double>(static_cast<std::uint32_t>(r)) == r;
+    order.push_back(k);
   }
+  std::vector<std::size_t>& fill = scratch.fill;
+  fill.clear();
+  double missing = excess;
+  std::uint64_t fill_bytes = 0;
+  auto finish = [&] {
+    if (single != s && (missing > 0 || bytes[single] <= fill_bytes)) fill.assign(1, single);
+    return std::span<const std::size_t>(fill);  // may fall short; the caller loops
+  };
   if (proportional && integral) {
     std::vector<std::uint64_t>& keys = scratch.keys;
     keys.resize(order.size());
-    for (std::size_t j = 0; j < order.size(); ++j)
-      keys[j] = (static_cast<std::uint64_t>(relief[order[j]]) << 32) | order[j];
-    std::sort(keys.begin(), keys.end());
-    for (std::size_t j = 0; j < order.size(); ++j) order[j] = static_cast<std::size_t>(keys[j] & 0xffffffffu);
-  } else
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      // bytes[a] / relief[a] < bytes[b] / relief[b], cross-multiplied (relief > 0).
-      const double ra = static_cast<double>(bytes[a]) * relief[b], rb = static_cast<double>(bytes[b]) * relief[a];
-      if (ra != rb) return ra < rb;
-      // Equal bytes per relief (e.g. bytes = weights): smaller units first, they pack better.
-      if (relief[a] != relief[b]) return relief[a] < relief[b];
-      return a < b;
-    });
-  std::vector<std::size_t>& fill = scratch.fill;
-  fill.clear();
+    std::uint64_t any_relief = 0;
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      const auto r = static_cast<std::uint64_t>(relief[order[j]]);
+      any_relief |= r;
+      keys[j] = (r << 32) | order[j];
+    }
+    // The positions ascend in `keys`, so a stable sort by relief alone is the sort of the keys.
+    sort_by_high_half(keys, scratch.spare, std::bit_width(any_relief));
+    // (b) in ascending relief: once a unit overshoots what is missing, so does every later
+    // one (missing only changes when a unit is taken), so the fill is a prefix and the units
+    // not taken are exactly the rest of the order, every one of them a cover (relief > missing).
+    std::size_t p = 0;
+    for (; p < keys.size() && missing > 0; ++p) {
+      const auto k = static_cast<std::size_t>(keys[p] & 0xffffffffu);
+      if (relief[k] > missing) break;
+      fill.push_back(k);
+      missing -= relief[k];
+      fill_bytes += bytes[k];
+    }
+    if (missing > 0 && p < keys.size()) {
+      std::size_t cover = static_cast<std::size_t>(keys[p] & 0xffffffffu);
+      for (std::size_t j = p + 1; j < keys.size(); ++j)
+        if (const auto k = static_cast<std::size_t>(keys[j] & 0xffffffffu); cheaper_cover(k, cover)) cover = k;
+      fill.push_back(cover);
+      fill_bytes += bytes[cover];
+      missing = 0;
+    }
+    return finish();
+  }
+  // (b) greedy fill by bytes per unit of relief.
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    // bytes[a] / relief[a] < bytes[b] / relief[b], cross-multiplied (relief > 0).
+    const double ra = static_cast<double>(bytes[a]) * relief[b], rb = static_cast<double>(bytes[b]) * relief[a];
+    if (ra != rb) return ra < rb;
+    // Equal bytes per relief (e.g. bytes = weights): smaller units first, they pack better.
+    if (relief[a] != relief[b]) return relief[a] < relief[b];
+    return a < b;
+  });
   std::vector<bool>& taken = scratch.taken;
   taken.assign(s, false);
-  double missing = excess;
-  std::uint64_t fill_bytes = 0;
   for (std::size_t k : order) {
     if (!(missing > 0)) break;
     if (relief[k] <= missing) {
@@ -141,11 +203,7 @@ inline std::span<const std::size_t> choose_removals(std::span<const double> reli
       missing = 0;
     }
   }
-  if (single != s && (missing > 0 || bytes[single] <= fill_bytes)) {
-    fill.assign(1, single);
-    return fill;
-  }
-  return fill;  // may fall short when the bin cannot be relieved enough; the caller loops
+  return finish();
 }
 
 /// Picks the units to take out of one bin so that its cost drops by at least `excess`, with few
@@ -277,8 +335,15 @@ class least_loaded_tree {
   /// Bin b's load is now `load` (+∞ hides it).
   void set(rank_t b, double load) noexcept {
     std::size_t node = leaves_ + b;
-    tree_[node].load_bits = bits(load);
-    for (node >>= 1; node >= 1; node >>= 1) tree_[node] = least(tree_[2 * node], tree_[2 * node + 1]);
+    key cur{bits(load), b};
+    tree_[node] = cur;
+    // The path's winner stays in a register: each level reads only the sibling (an address
+    // known up front), instead of reloading the child just stored. `least` is symmetric on
+    // distinct keys, and equal keys are the same value, so the tree is the same as before.
+    for (; node > 1; node >>= 1) {
+      cur = least(tree_[node ^ 1], cur);
+      tree_[node >> 1] = cur;
+    }
   }
   /// Whether the tree holds exactly `load` for bin b.
   [[nodiscard]] bool holds(rank_t b, double load) const noexcept { return tree_[leaves_ + b].load_bits == bits(load); }
@@ -290,8 +355,11 @@ class least_loaded_tree {
   };
   static std::uint64_t bits(double load) noexcept { return std::bit_cast<std::uint64_t>(load + 0.0); }
   static key least(const key& a, const key& b) noexcept {
-    const bool a_first = a.load_bits < b.load_bits || (a.load_bits == b.load_bits && a.bin < b.bin);
-    return a_first ? a : b;
+    // Selected through a mask, not a branch (which would mispredict about every other level
+    // on a path whose winner changed; g++ 12 turns the plain `?:` into one).
+    const bool a_first = (a.load_bits < b.load_bits) | ((a.load_bits == b.load_bits) & (a.bin < b.bin));
+    const std::uint64_t m = std::uint64_t{0} - static_cast<std::uint64_t>(a_first);
+    return key{(a.load_bits & m) | (b.load_bits & ~m), static_cast<rank_t>((a.bin & m) | (b.bin & ~m))};
   }
   std::size_t leaves_;
   std::vector<key> tree_;
@@ -301,6 +369,9 @@ class least_loaded_tree {
 struct unload_outcome {
   assignment placement;
   double reached = 0;  ///< its maximum cost
+  /// Whether the next three are set (not after a polish; then the caller counts them).
+  bool traffic_known = false;
+  std::uint64_t moved_items = 0, moved_bytes = 0, inter_node_bytes = 0;
 };
 
 /// Steps 2–4 of `migrate` for one target: unload the ranks above `target`, place what left,
@@ -329,9 +400,12 @@ template <batch_cost C>
   for (std::uint32_t k = 0; k < u.count; ++k) ++seg_begin[std::size_t{unit_origin[k]} + 1];
   for (rank_t b = 0; b < bins; ++b) seg_begin[std::size_t{b} + 1] += seg_begin[b];
   std::vector<seg_entry> seg(u.count);
+  std::vector<state> states(bins, cost.empty());
   for (std::uint32_t k = 0; k < u.count; ++k) {
     const rank_t b = unit_origin[k];
     seg[seg_begin[b] + seg_len[b]++] = seg_entry{k, u.trivial ? weights[k] : 0, unit_bytes[k]};
+    // Single items: the same fold as `fold(b, none)` below (ascending id within a bin).
+    if (u.trivial) states[b] = cost.add(states[b], weights[k]);
   }
   auto live = [&](rank_t b) { return std::span<seg_entry>(seg.data() + seg_begin[b], seg_len[b]); };
   auto add_entry = [&](const state& s, const seg_entry& e) {
@@ -351,14 +425,9 @@ template <batch_cost C>
         if (to == b) s = unit_state(u, k, weights, cost, s);
     return s;
   };
-  std::vector<state> states(bins, cost.empty());
   std::vector<double> load(bins);
-  if (u.trivial) {
-    // The same fold as `fold(b, none)` (ascending id within a bin), in one pass over the items.
-    for (std::size_t i = 0; i < n; ++i) states[unit_origin[i]] = cost.add(states[unit_origin[i]], weights[i]);
-  } else {
+  if (!u.trivial)
     for (rank_t b = 0; b < bins; ++b) states[b] = fold(b, none);
-  }
   for (rank_t b = 0; b < bins; ++b) load[b] = cost.value(states[b]);
   const std::vector<double> initial_load = load;
   auto solo_of = [&](std::uint32_t k, length_t weight) {
@@ -396,12 +465,23 @@ template <batch_cost C>
   std::vector<bool> leaving(u.count, false);
   auto remove_units = [&](rank_t b, std::span<const seg_entry> gone) {
     for (const seg_entry& e : gone) leaving[e.unit] = true;
+    // Compacts the segment in order (as std::remove_if) and folds what stays on the way: the
+    // same state as `fold(b, none)` afterwards, in one pass.
     const auto c = live(b);
-    const auto kept = std::remove_if(c.begin(), c.end(), [&](const seg_entry& e) { return leaving[e.unit]; });
-    seg_len[b] = static_cast<std::uint32_t>(kept - c.begin());
+    state s = cost.empty();
+    std::uint32_t kept = 0;
+    for (const seg_entry& e : c)
+      if (!leaving[e.unit]) {
+        c[kept++] = e;
+        s = add_entry(s, e);
+      }
+    seg_len[b] = kept;
     for (const seg_entry& e : gone) leaving[e.unit] = false;
-    states[b] = fold(b, none);
-    load[b] = cost.value(states[b]);
+    if (arrival_count[b] > 0)
+      for (const auto& [to, k] : arrivals)
+        if (to == b) s = unit_state(u, k, weights, cost, s);
+    states[b] = s;
+    load[b] = cost.value(s);
   };
 
   // A unit that left, with what the placement reads of it (no chasing into per-item arrays).
@@ -462,6 +542,11 @@ template <batch_cost C>
   auto with_unit = [&](const pooled& p, rank_t b) {
     return u.trivial ? cost.add(states[b], p.weight) : unit_state(u, p.key.second, weights, cost, states[b]);
   };
+  // Its cost alone, for scans (single items inline: a scan then computes only what the cost reads).
+  auto value_with = [&](const pooled& p, rank_t b) {
+    if (u.trivial) return cost.value(cost.add(states[b], p.weight));
+    return cost.value(unit_state(u, p.key.second, weights, cost, states[b]));
+  };
   // Units sent away by a repair are rare and wait in a small heap; the next unit is the
   // larger of the two heads.
   auto later = [](const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
@@ -481,8 +566,9 @@ template <batch_cost C>
     }
   };
   const rank_t per_node = ranks_per_node == 0 ? bins : ranks_per_node;
-  std::vector<bool> pinned(u.count, false);
+  std::vector<bool> pinned(u.count, false), arrived_flag(u.count, false);
   std::uint64_t repairs = 0;
+  unload_outcome out;
   auto put = [&](const pooled& p, rank_t b, const state& next) {
     states[b] = next;
     load[b] = cost.value(next);
@@ -492,6 +578,11 @@ template <batch_cost C>
     } else {
       arrivals.emplace_back(b, p.key.second);
       ++arrival_count[b];
+      arrived_flag[p.key.second] = true;
+      // Arrivals are final (only a rank's own units leave it), so they are the moved units.
+      out.moved_items += u.size(p.key.second);
+      out.moved_bytes += p.bytes;
+      if (ranks_per_node > 0 && p.home / ranks_per_node != b / ranks_per_node) out.inter_node_bytes += p.bytes;
     }
   };
   std::vector<rank_t> set_aside;
@@ -520,12 +611,9 @@ template <batch_cost C>
       const rank_t node_end = static_cast<rank_t>(std::min<std::uint64_t>(std::uint64_t{node_begin} + per_node, bins));
       for (rank_t b = node_begin; b < node_end; ++b) {
         if (b == home || (best != bins && !(load[b] > load[best]))) continue;
-        const state s = with_unit(p, b);
-        if (cost.value(s) <= target) {
-          best = b;
-          best_state = s;
-        }
+        if (value_with(p, b) <= target) best = b;
       }
+      if (best != bins) best_state = with_unit(p, best);
     }
     // (c) anywhere: the least loaded rank that fits (worst fit, ties: smaller index) — the
     // unit of the largest cost left goes where the most room is. For an additive cost no
@@ -605,6 +693,31 @@ template <batch_cost C>
     put(p, best, best_state);
   }
 
+  double reached = 0;
+  for (rank_t b = 0; b < bins; ++b) reached = std::max(reached, load[b]);
+  if (reached <= target || polish.max_passes == 0) {
+    // Staying units in ascending first id, then arrivals in placement order. One pass over
+    // the units in id order (a unit that is not an arrival stayed at its origin; arrivals are
+    // marked with the invalid rank `bins` first), then the arrivals in placement order: the
+    // same slots as walking each rank's sorted segment and then its arrivals, without the
+    // per-rank sorts and the grouping of the arrivals. The traffic was counted as the
+    // arrivals came (every moved unit is one, all of a unit's items share origin and destination).
+    out.placement = assignment{bins, std::vector<location>(n)};
+    std::vector<location>& where = out.placement.where;
+    std::vector<std::uint32_t> slot(bins, 0);
+    for (std::uint32_t k = 0; k < u.count; ++k) {
+      if (arrived_flag[k]) continue;
+      const rank_t b = unit_origin[k];
+      if (u.trivial)
+        where[k] = location{b, slot[b]++};
+      else
+        u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
+    }
+    for (const auto& [b, k] : arrivals) u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
+    out.traffic_known = true;
+    out.reached = reached;
+    return out;
+  }
   // Arrivals grouped by bin, in placement order (stable counting sort).
   std::vector<std::uint32_t> arrival_begin(std::size_t{bins} + 1, 0);
   for (const auto& [b, k] : arrivals) ++arrival_begin[std::size_t{b} + 1];
@@ -618,26 +731,10 @@ template <batch_cost C>
     return std::span<const std::uint32_t>(arrived.data() + arrival_begin[b],
                                           arrival_begin[std::size_t{b} + 1] - arrival_begin[b]);
   };
-  double reached = 0;
   for (rank_t b = 0; b < bins; ++b) {
     const auto c = live(b);
     // Units are numbered by first member: ascending unit = ascending id.
     std::sort(c.begin(), c.end(), [](const seg_entry& x, const seg_entry& y) { return x.unit < y.unit; });
-    reached = std::max(reached, load[b]);
-  }
-  unload_outcome out;
-  if (reached <= target || polish.max_passes == 0) {
-    // Staying units in ascending first id, then arrivals in placement order.
-    out.placement = assignment{bins, std::vector<location>(n)};
-    for (rank_t b = 0; b < bins; ++b) {
-      std::uint32_t slot = 0;
-      for (const seg_entry& e : live(b))
-        u.for_each(e.unit, [&](item_id i) { out.placement.where[i] = location{b, slot++}; });
-      for (std::uint32_t k : arrivals_of(b))
-        u.for_each(k, [&](item_id i) { out.placement.where[i] = location{b, slot++}; });
-    }
-    out.reached = reached;
-    return out;
   }
   // 4. Polish, only when the greedy left a rank above the target: `refine`'s moves and swaps,
   // restricted to units whose home rank was overloaded, stopping once the maximum is ≤ T.
@@ -728,12 +825,19 @@ template <batch_cost C>
   const std::span<const std::uint64_t> unit_bytes = u.trivial ? bytes_of : std::span<const std::uint64_t>(group_bytes);
 
   migrate_result r;
-  auto finish = [&](assignment placement, double target, double reached, migrate_strategy how) {
+  auto finish = [&](assignment placement, double target, double reached, migrate_strategy how,
+                    const unload_outcome* counted = nullptr) {
     r.placement = std::move(placement);
     r.target_max = target;
     r.reached_max = reached;
     r.target_reached = reached <= target;
     r.strategy = how;
+    if (counted != nullptr && counted->traffic_known) {  // counted from the greedy's arrivals
+      r.moved_items = counted->moved_items;
+      r.moved_bytes = counted->moved_bytes;
+      r.inter_node_bytes = counted->inter_node_bytes;
+      return r;
+    }
     // As `placement_traffic`, without copying the ranks out.
     const rank_t per_node = opts.ranks_per_node;
     for (std::size_t i = 0; i < n; ++i) {
@@ -800,14 +904,37 @@ template <batch_cost C>
 
   // Other costs: first the lower bound max(Σ cost / d, largest unit) for additive costs
   // (lpt is rarely far above it), then lpt's maximum; the first target the greedy reaches wins.
-  std::vector<double> solo(u.count);
   double lower_bound = 0;
   if constexpr (additive_cost<C>) {
     double total = 0;
-    for (std::uint32_t k = 0; k < u.count; ++k) {
-      solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
-      total += solo[k];
-      lower_bound = std::max(lower_bound, solo[k]);
+    if (u.trivial) {
+      // Locals, not captured references: the loop then carries them in registers. While every
+      // cost is an integer in [0, 2^32) the sum is kept in integers too; if it stays ≤ 2^53
+      // every partial double sum was exact, so the double total is that integer (no 4-cycle
+      // add chain per item); otherwise the sum is redone in doubles.
+      double largest = 0;
+      std::uint64_t int_total = 0;
+      bool exact = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double c = cost.value(cost.add(cost.empty(), weights[i]));
+        const bool small = c >= 0 && c < 0x1p32;
+        const std::uint64_t ci = small ? static_cast<std::uint64_t>(c) : 0;
+        exact &= small && static_cast<double>(ci) == c;
+        int_total += ci;
+        largest = std::max(largest, c);
+      }
+      if (exact && int_total <= (std::uint64_t{1} << 53)) {
+        total = static_cast<double>(int_total);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) total += cost.value(cost.add(cost.empty(), weights[i]));
+      }
+      lower_bound = largest;
+    } else {
+      for (std::uint32_t k = 0; k < u.count; ++k) {
+        const double solo = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+        total += solo;
+        lower_bound = std::max(lower_bound, solo);
+      }
     }
     lower_bound = std::max(lower_bound, total / bins);
     const double target = target_of(lower_bound);
@@ -816,7 +943,7 @@ template <batch_cost C>
     unload_outcome first = unload(target, refine_options{});
     if (first.reached <= target) {
       r.reference_max = lower_bound;
-      return finish(std::move(first.placement), target, first.reached, migrate_strategy::unload);
+      return finish(std::move(first.placement), target, first.reached, migrate_strategy::unload, &first);
     }
   }
   const assignment ref = lpt{}(weights, bins, cost, limits);
@@ -825,7 +952,7 @@ template <batch_cost C>
   const double target = target_of(ref_max);
   unload_outcome second = unload(target, refine_options{});
   if (second.reached <= target || ref_max > target)
-    return finish(std::move(second.placement), target, second.reached, migrate_strategy::unload);
+    return finish(std::move(second.placement), target, second.reached, migrate_strategy::unload, &second);
   // The greedy missed a target that lpt's own placement meets: move to that placement, renamed.
   return relabel(ref, target, ref_max);
 }
