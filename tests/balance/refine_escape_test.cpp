@@ -125,10 +125,11 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
 // for a local search in general: with the pair re-split (session 11) 0-29 % of (instance, X)
 // pairs per class still end above the best shipped result (9.9 % overall; classes with > 3 items
 // per bin ≤ 12 %; up to 2.7 % above with equal counts, where kk's differencing finds partitions
-// no chain of improving exchanges and pair/triple re-splits from X reaches). The counts per class are printed (bench/RESULTS.md
-// "Session 10 — refine", "Session 11 — refine pair re-split"); asserted: what holds for every
-// instance (refine never raises its start's maximum, each escape never ends above the search
-// without it), and the property itself on the classes where it now holds.
+// no chain of improving exchanges and pair/triple re-splits from X reaches). The counts per
+// class are printed (bench/RESULTS.md "Session 10 — refine", "Session 11 — refine pair
+// re-split"); asserted: what holds for every instance (refine never raises its start's
+// maximum, each escape never ends above the search without it), and the property itself on the
+// classes where it now holds.
 TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
           "[balance][refine][property]") {
   constexpr double tolerance = 1e-5;
@@ -216,8 +217,8 @@ TEST_CASE("refine: resplit_search finds the best split under count ranges and un
     std::uint64_t items = 0;
     for (const std::uint32_t s : size) items += s;
     const std::uint64_t lo = uniform_below(g, 2) == 0 ? 0 : uniform_below(g, items / ways + 1);
-    const std::uint64_t hi = uniform_below(g, 3) == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                                      : lo + uniform_below(g, items + 1);
+    const std::uint64_t hi =
+        uniform_below(g, 3) == 0 ? std::numeric_limits<std::uint64_t>::max() : lo + uniform_below(g, items + 1);
     double total = 0;
     for (const double c : cost) total += c;
     const double incumbent = uniform_below(g, 2) == 0 ? total + 1 : total / static_cast<double>(ways) * 1.1;

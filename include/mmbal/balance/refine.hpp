@@ -290,7 +290,7 @@ inline resplit_result resplit_search(std::span<const double> cost, std::span<con
   out.max_load = incumbent;
   const std::size_t q = cost.size();
   if (ways < 2 || ways > max_ways || q == 0) return out;
-  std::vector<double> prefix(q + 1, 0.0);             // prefix[i] = Σ cost[0 .. i)
+  std::vector<double> prefix(q + 1, 0.0);            // prefix[i] = Σ cost[0 .. i)
   std::vector<std::uint64_t> items_after(q + 1, 0);  // items of units i .. q − 1
   bool integral = true;
   std::uint64_t smax = 1;
@@ -481,7 +481,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   std::uint64_t resplit_left = std::uint64_t{opts.resplit_work} * u.count;
   const std::uint64_t resplit_nodes = opts.resplit_nodes;
   std::vector<rank_t> resplit_partners;
-  std::vector<entry> pool;        // (cost, unit) in gathering order: the bins in turn, each by (cost, unit)
+  std::vector<entry> pool;             // (cost, unit) in gathering order: the bins in turn, each by (cost, unit)
   std::vector<std::uint32_t> by_cost;  // pool positions by cost descending, then unit
   std::vector<double> pool_cost;
   std::vector<std::uint32_t> pool_size;
@@ -504,8 +504,8 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       pool_cost.push_back(pool[x].first);
       pool_size.push_back(u.size(pool[x].second));
     }
-    const resplit_result r = resplit_search(pool_cost, pool_size, ways, cb.lo, cb.hi, lh,
-                                            std::min(resplit_nodes, resplit_left));
+    const resplit_result r =
+        resplit_search(pool_cost, pool_size, ways, cb.lo, cb.hi, lh, std::min(resplit_nodes, resplit_left));
     resplit_left -= r.nodes;
     if (!r.found) return false;
     if (has_cap)
