@@ -713,7 +713,10 @@ template <batch_cost C>
       else
         u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
     }
-    for (const auto& [b, k] : arrivals) u.for_each(k, [&](item_id i) { where[i] = location{b, slot[b]++}; });
+    for (const auto& arrival : arrivals) {
+      const rank_t b = arrival.first;  // not a structured binding: clang 14 cannot capture one
+      u.for_each(arrival.second, [&](item_id i) { where[i] = location{b, slot[b]++}; });
+    }
     out.traffic_known = true;
     out.reached = reached;
     return out;
