@@ -126,59 +126,38 @@ struct refine_state {
                                          Visit&& visit) const {
     const std::size_t n = key.size();
     const rank_t bins = start.bins;
-    // The start slots that emptied, bucketed by bin: a stayer's slot drops by the number of
-    // them below it — counted in the short list (bins that lost few items, the common case), or
-    // with a bitmap and per-word prefix counts (bins that lost many, so no quadratic count).
-    constexpr std::uint32_t list_max = 16;
+    // The start positions (start_begin[bin] + slot) that emptied, as a bitmap with per-word
+    // prefix counts: a stayer's slot drops by the emptied positions of its bin below it — two
+    // lookups, no branch (a bin that lost nothing counts 0).
     std::vector<std::uint32_t> gone_in(bins, 0);
-    for (std::size_t j = 0; j < arrivals.size(); ++j)
-      if (key[arrivals[j]] == n + j) ++gone_in[start.where[arrivals[j]].rank];  // counted once, at its last arrival
-    std::vector<std::uint32_t> gone_at(std::size_t{bins} + 1, 0);
-    for (rank_t b = 0; b < bins; ++b) gone_at[std::size_t{b} + 1] = gone_at[b] + gone_in[b];
-    std::vector<std::uint32_t> gone_slot(gone_at[bins]);
-    std::vector<std::uint64_t> gone;  // bitmap of emptied start positions (start_begin[bin] + slot), if needed
-    std::vector<std::uint32_t> gone_before;
-    {
-      std::vector<std::uint32_t> fill(gone_at.begin(), gone_at.end() - 1);
-      bool many = false;
-      for (std::size_t j = 0; j < arrivals.size(); ++j) {
-        const item_id i = arrivals[j];
-        if (key[i] != n + j) continue;
-        const location l = start.where[i];
-        gone_slot[fill[l.rank]++] = l.slot;
-        many = many || gone_in[l.rank] > list_max;
-      }
-      if (many) {
-        gone.assign(n / 64 + 1, 0);
-        for (rank_t b = 0; b < bins; ++b)
-          if (gone_in[b] > list_max)
-            for (std::uint32_t x = gone_at[b]; x < gone_at[std::size_t{b} + 1]; ++x) {
-              const std::size_t pos = std::size_t{start_begin[b]} + gone_slot[x];
-              gone[pos >> 6] |= std::uint64_t{1} << (pos & 63);
-            }
-        gone_before.assign(gone.size(), 0);
-        for (std::size_t w = 1; w < gone.size(); ++w)
-          gone_before[w] = gone_before[w - 1] + static_cast<std::uint32_t>(std::popcount(gone[w - 1]));
-      }
+    std::vector<std::uint64_t> gone(n / 64 + 1, 0);
+    for (std::size_t j = 0; j < arrivals.size(); ++j) {
+      const item_id i = arrivals[j];
+      if (key[i] != n + j) continue;  // moved again later: counted once, at its last arrival
+      const location l = start.where[i];
+      const std::size_t pos = std::size_t{start_begin[l.rank]} + l.slot;
+      gone[pos >> 6] |= std::uint64_t{1} << (pos & 63);
+      ++gone_in[l.rank];
     }
-    auto gone_below = [&](std::size_t pos) {
-      return gone_before[pos >> 6] +
-             static_cast<std::uint32_t>(std::popcount(gone[pos >> 6] & ((std::uint64_t{1} << (pos & 63)) - 1)));
+    // Population count without a library call (the default target has no popcnt instruction).
+    auto ones = [](std::uint64_t x) {
+      x -= (x >> 1) & 0x5555555555555555u;
+      x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+      x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+      return static_cast<std::uint32_t>((x * 0x0101010101010101u) >> 56);
     };
+    std::vector<std::uint32_t> gone_before(gone.size(), 0);  // emptied positions in earlier words
+    for (std::size_t w = 1; w < gone.size(); ++w) gone_before[w] = gone_before[w - 1] + ones(gone[w - 1]);
+    auto gone_below = [&](std::size_t pos) {
+      return gone_before[pos >> 6] + ones(gone[pos >> 6] & ((std::uint64_t{1} << (pos & 63)) - 1));
+    };
+    std::vector<std::uint32_t> gone_first(bins);  // emptied positions below each bin's first
+    for (rank_t b = 0; b < bins; ++b) gone_first[b] = gone_below(start_begin[b]);
     assignment a{bins, start.where};
     for (item_id i = 0; i < n; ++i) {
       if (key[i] >= n) continue;  // an arrival: placed below
       location& l = a.where[i];
-      const std::uint32_t lost = gone_in[l.rank];
-      if (lost != 0 && lost <= list_max) {
-        std::uint32_t below = 0;
-        for (std::uint32_t x = gone_at[l.rank]; x < gone_at[std::size_t{l.rank} + 1]; ++x)
-          below += gone_slot[x] < l.slot ? 1u : 0u;
-        l.slot -= below;
-      } else if (lost != 0) {
-        const std::size_t first = start_begin[l.rank];
-        l.slot -= gone_below(first + l.slot) - gone_below(first);
-      }
+      l.slot -= gone_below(std::size_t{start_begin[l.rank]} + l.slot) - gone_first[l.rank];
       visit(l.rank, i);
     }
     std::vector<std::uint32_t> next_slot(bins);
