@@ -12,6 +12,8 @@
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/batch_stats.hpp>
+#include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 
 #include <mmbal/core/detail/order.hpp>
@@ -20,6 +22,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -96,7 +99,8 @@ struct refine_state {
   std::vector<std::uint64_t> counts;  // items per bin
   std::vector<std::uint64_t> key;     // per item: start slot (< n), or n + arrival sequence
   std::uint64_t next_key = 0;
-  std::vector<item_id> arrivals;  // arrivals[j]: the item that received key n + j
+  std::vector<item_id> arrivals;   // arrivals[j]: the item that received key n + j
+  std::vector<rank_t> arrived_in;  // arrived_in[j]: the bin arrivals[j] went to
 
   void move_unit(std::uint32_t k, rank_t to) {
     const rank_t from = unit_bin[k];
@@ -106,7 +110,66 @@ struct refine_state {
     u->for_each(k, [&](item_id i) {
       key[i] = next_key++;
       arrivals.push_back(i);
+      arrived_in.push_back(to);
     });
+  }
+
+  /// The assignment the keys describe, built from a valid `start` whose bin b holds
+  /// `start_begin[b + 1] − start_begin[b]` items: an item that never moved keeps its bin and its
+  /// slot minus the number of its bin's items below it that left (a bitmap of the start
+  /// positions that emptied, with per-word prefix counts; bins that lost nothing are copied),
+  /// then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
+  /// order for the stayers, then in arrival order — for folds whose result does not depend on
+  /// the order. O(n + bins), no scatter by slot.
+  template <class Visit>
+  [[nodiscard]] assignment build_compact(const assignment& start, std::span<const std::uint32_t> start_begin,
+                                         Visit&& visit) const {
+    const std::size_t n = key.size();
+    const rank_t bins = start.bins;
+    // The start positions (start_begin[bin] + slot) that emptied, as a bitmap with per-word
+    // prefix counts: a stayer's slot drops by the emptied positions of its bin below it — two
+    // lookups, no branch (a bin that lost nothing counts 0).
+    std::vector<std::uint32_t> gone_in(bins, 0);
+    std::vector<std::uint64_t> gone(n / 64 + 1, 0);
+    for (std::size_t j = 0; j < arrivals.size(); ++j) {
+      const item_id i = arrivals[j];
+      if (key[i] != n + j) continue;  // moved again later: counted once, at its last arrival
+      const location l = start.where[i];
+      const std::size_t pos = std::size_t{start_begin[l.rank]} + l.slot;
+      gone[pos >> 6] |= std::uint64_t{1} << (pos & 63);
+      ++gone_in[l.rank];
+    }
+    // Population count without a library call (the default target has no popcnt instruction).
+    auto ones = [](std::uint64_t x) {
+      x -= (x >> 1) & 0x5555555555555555u;
+      x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+      x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+      return static_cast<std::uint32_t>((x * 0x0101010101010101u) >> 56);
+    };
+    std::vector<std::uint32_t> gone_before(gone.size(), 0);  // emptied positions in earlier words
+    for (std::size_t w = 1; w < gone.size(); ++w) gone_before[w] = gone_before[w - 1] + ones(gone[w - 1]);
+    auto gone_below = [&](std::size_t pos) {
+      return gone_before[pos >> 6] + ones(gone[pos >> 6] & ((std::uint64_t{1} << (pos & 63)) - 1));
+    };
+    std::vector<std::uint32_t> gone_first(bins);  // emptied positions below each bin's first
+    for (rank_t b = 0; b < bins; ++b) gone_first[b] = gone_below(start_begin[b]);
+    assignment a{bins, start.where};
+    for (item_id i = 0; i < n; ++i) {
+      if (key[i] >= n) continue;  // an arrival: placed below
+      location& l = a.where[i];
+      l.slot -= gone_below(std::size_t{start_begin[l.rank]} + l.slot) - gone_first[l.rank];
+      visit(l.rank, i);
+    }
+    std::vector<std::uint32_t> next_slot(bins);
+    for (rank_t b = 0; b < bins; ++b) next_slot[b] = start_begin[std::size_t{b} + 1] - start_begin[b] - gone_in[b];
+    for (std::size_t j = 0; j < arrivals.size(); ++j) {
+      const item_id i = arrivals[j];
+      if (key[i] != n + j) continue;
+      const rank_t b = arrived_in[j];
+      a.where[i] = location{b, next_slot[b]++};
+      visit(b, i);
+    }
+    return a;
   }
 
   /// The assignment the keys describe; `visit(bin, item)` is called for every item, in slot
@@ -173,6 +236,31 @@ struct refine_state {
     return build(bins, [](rank_t, item_id) {});
   }
 };
+
+/// Costs whose batch state is `batch_stats` folded by `stats_cost_base::add` from
+/// `stats_cost_base::empty` (every built-in cost): count, Σl and max l are integers, so their
+/// fold does not depend on the order of the items; Σl² is a double, exact (so order-free too)
+/// while every partial sum stays below 2^53 — see `stats_fold_exact`.
+template <class C>
+concept stats_folded = std::same_as<typename C::state, batch_stats> && requires {
+  { &C::add } -> std::same_as<decltype(&mmbal::cost::stats_cost_base::add)>;
+  { &C::empty } -> std::same_as<decltype(&mmbal::cost::stats_cost_base::empty)>;
+};
+
+/// True when `C`'s state of any batch of `weights` is the same whatever order the items are
+/// folded in: a `stats_folded` cost with n · (max l)² < 2^53 (every Σl² partial sum is then an
+/// exact integer). O(n).
+template <class C>
+[[nodiscard]] bool stats_fold_exact(std::span<const length_t> weights) {
+  if constexpr (stats_folded<C>) {
+    length_t longest = 0;
+    for (const length_t l : weights) longest = std::max(longest, l);
+    const double dl = longest;
+    return dl * dl * static_cast<double>(weights.size()) < 0x1p53;  // rounding is monotone
+  } else {
+    return false;
+  }
+}
 
 /// The most loaded bin (ties: smallest index) of a (load, bin) set.
 inline bin_key most_loaded(const std::set<bin_key>& by_load) {
@@ -398,32 +486,41 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
                      double stop_at = -std::numeric_limits<double>::infinity()) {
   const units& u = *st.u;
   using entry = sorted_segments::entry;
-  std::vector<double> unit_cost(u.count, 0.0);
-  for (std::uint32_t k = 0; k < u.count; ++k) u.for_each(k, [&](item_id i) { unit_cost[k] += cost.item(weights[i]); });
+  // One pass: unit costs, and what the search and the order below need of them (the same
+  // values, in the same unit order, as separate passes would give).
+  std::vector<double> unit_cost(u.count);
   // Integral costs (tokens): every exchanged amount is a whole number, so a partner within 1
   // of the top admits nothing, and the top cannot go below ⌈Σ / d⌉.
-  bool integral = true;
-  double total = 0;
-  for (const double c : unit_cost) {
-    integral = integral && c == std::floor(c) && std::abs(c) < 0x1p52;
+  bool integral = true, non_negative = true;
+  double total = 0, max_cost = 0;
+  for (std::uint32_t k = 0; k < u.count; ++k) {
+    double c = 0.0;
+    if (u.trivial)
+      c += cost.item(weights[k]);
+    else
+      u.for_each(k, [&](item_id i) { c += cost.item(weights[i]); });
+    unit_cost[k] = c;
+    // c == ⌊c⌋ for |c| < 2^52, without a libm call (the conversion is exact there).
+    integral = integral && std::abs(c) < 0x1p52 && c == static_cast<double>(static_cast<std::int64_t>(c));
+    non_negative = non_negative && c >= 0;
     total += c;
+    max_cost = std::max(max_cost, c);
   }
   integral = integral && std::abs(total) < 0x1p52;
   const double quantum = integral ? 1.0 : 0.0;
   const double floor_of_max = integral ? std::ceil(total / bins) : total / bins;
 
   sorted_segments seg;
+  std::vector<double> load(bins, 0.0);
   {
     // One global order by (cost, unit); integral costs sort as packed (cost << 32 | unit) words.
     std::vector<std::uint32_t> order;
-    double max_cost = 0;
-    for (const double c : unit_cost) max_cost = std::max(max_cost, c);
-    if (integral && max_cost < 0x1p32 && floor_of_max >= 0 &&
-        std::all_of(unit_cost.begin(), unit_cost.end(), [](double c) { return c >= 0; })) {
-      std::vector<std::uint64_t> words(u.count), spare;
+    std::vector<std::uint64_t> words;  // sorted (cost << 32 | unit) when the costs pack
+    if (integral && max_cost < 0x1p32 && floor_of_max >= 0 && non_negative) {
+      std::vector<std::uint64_t> spare;
+      words.resize(u.count);
       for (std::uint32_t k = 0; k < u.count; ++k) words[k] = (static_cast<std::uint64_t>(unit_cost[k]) << 32) | k;
       mmbal::detail::sort_packed(words, spare, static_cast<std::uint64_t>(max_cost));
-      order = mmbal::detail::packed_ids(words);
     } else {
       std::vector<std::uint64_t> order_key(u.count);
       for (std::uint32_t k = 0; k < u.count; ++k) order_key[k] = double_order_key(unit_cost[k]);
@@ -432,7 +529,10 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     seg.begin.assign(bins, 0);
     seg.size.assign(bins, 0);
     seg.room.assign(bins, 0);
-    for (std::uint32_t k = 0; k < u.count; ++k) ++seg.room[st.unit_bin[k]];
+    if (u.trivial)
+      for (rank_t b = 0; b < bins; ++b) seg.room[b] = static_cast<std::uint32_t>(st.counts[b]);  // unit = item
+    else
+      for (std::uint32_t k = 0; k < u.count; ++k) ++seg.room[st.unit_bin[k]];
     std::uint32_t at = 0;
     for (rank_t b = 0; b < bins; ++b) {
       seg.begin[b] = at;
@@ -440,16 +540,23 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       at += seg.room[b];
     }
     seg.pool.resize(at);
-    for (const std::uint32_t k : order) {
+    auto place = [&](std::uint32_t k) {  // loads fold in each bin's (cost, unit) order
       const rank_t b = st.unit_bin[k];
       seg.pool[seg.begin[b] + seg.size[b]++] = entry{unit_cost[k], k};
-    }
+      load[b] += unit_cost[k];
+    };
+    if (!words.empty())
+      for (const std::uint64_t w : words) place(static_cast<std::uint32_t>(w & 0xffffffffu));
+    else
+      for (const std::uint32_t k : order) place(k);
   }
-  std::vector<double> load(bins, 0.0);
-  for (rank_t b = 0; b < bins; ++b)
-    for (const entry& e : seg.of(b)) load[b] += e.first;
   std::set<bin_key> by_load;
-  for (rank_t b = 0; b < bins; ++b) by_load.insert(bin_key{load[b], b});
+  {
+    std::vector<bin_key> keys(bins);
+    for (rank_t b = 0; b < bins; ++b) keys[b] = bin_key{load[b], b};
+    std::sort(keys.begin(), keys.end());
+    for (const bin_key& k : keys) by_load.insert(by_load.end(), k);  // sorted: O(1) per insert
+  }
 
   const bool has_cap = limits.capacity.has_value();
   const double cap = has_cap ? *limits.capacity : 0.0;
@@ -610,8 +717,12 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       // best at δ = half; the partner's units are sorted, so the best b on each side of
       // cost(a) − half is the first admissible one found scanning outward. The target grows
       // with a: a moving pointer replaces the binary search (O(s_h + s_t) plus the scans).
+      // Integral costs: the new loads are exact and sum to lh + lt, so no step beats
+      // ⌈(lh + lt) / 2⌉; once the best reaches it, the rest cannot be strictly better.
+      const double pair_floor = integral ? std::ceil((lh + lt) / 2) : -std::numeric_limits<double>::infinity();
       auto p = tc.begin();
       for (const entry& a : hc) {
+        if (best.found && best.quality <= pair_floor) break;
         if (!(a.first > 0) || fixed(a.second)) continue;
         const entry want{a.first - half, 0};
         while (p != tc.end() && *p < want) ++p;
@@ -902,16 +1013,38 @@ template <batch_cost C>
     ++bin_begin[std::size_t{l.rank} + 1];
   }
   for (rank_t b = 0; b < bins; ++b) bin_begin[std::size_t{b} + 1] += bin_begin[b];
+  // When the cost's fold does not depend on the item order (`stats_fold_exact`: every built-in
+  // cost unless n · (max l)² ≥ 2^53), the slots are checked with a bitmap and the loads folded in
+  // item order; otherwise every bin's items are listed in slot order, the order `bin_loads`
+  // folds them in.
+  const bool order_free = detail::stats_fold_exact<C>(weights);
+  std::vector<typename C::state> before;
   constexpr item_id hole = std::numeric_limits<item_id>::max();
-  std::vector<item_id> by_slot(n, hole);
-  for (item_id i = 0; i < n; ++i) {
-    const location l = start.where[i];
-    const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
-    if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || by_slot[at] != hole) {
-      start.validate();  // throws, naming the slot
-      mmbal::detail::throw_invalid(name, ": start slot ", l.slot, " of item ", i, " is out of range or taken");
+  std::vector<item_id> by_slot;
+  auto bad_slot = [&](item_id i) {
+    start.validate();  // throws, naming the slot
+    mmbal::detail::throw_invalid(name, ": start slot ", start.where[i].slot, " of item ", i,
+                                 " is out of range or taken");
+  };
+  if (order_free) {
+    before.assign(bins, cost.empty());
+    std::vector<std::uint64_t> taken(n / 64 + 1, 0);
+    for (item_id i = 0; i < n; ++i) {
+      const location l = start.where[i];
+      const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
+      const std::uint64_t bit = std::uint64_t{1} << (at & 63);
+      if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || (taken[at >> 6] & bit) != 0) bad_slot(i);
+      taken[at >> 6] |= bit;
+      before[l.rank] = cost.add(before[l.rank], weights[i]);
     }
-    by_slot[at] = i;
+  } else {
+    by_slot.assign(n, hole);
+    for (item_id i = 0; i < n; ++i) {
+      const location l = start.where[i];
+      const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
+      if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || by_slot[at] != hole) bad_slot(i);
+      by_slot[at] = i;
+    }
   }
   const detail::units u = detail::make_units(n, limits.groups);
 
@@ -943,7 +1076,10 @@ template <batch_cost C>
   double max_before = 0;
   for (rank_t b = 0; b < bins; ++b) {
     typename C::state s = cost.empty();
-    for (std::uint32_t p = bin_begin[b]; p < bin_begin[std::size_t{b} + 1]; ++p) s = cost.add(s, weights[by_slot[p]]);
+    if (order_free)
+      s = before[b];
+    else
+      for (std::uint32_t p = bin_begin[b]; p < bin_begin[std::size_t{b} + 1]; ++p) s = cost.add(s, weights[by_slot[p]]);
     const double l = cost.value(s);
     if (limits.capacity && l > *limits.capacity)
       mmbal::detail::throw_invalid(name, ": the start violates the capacity: bin ", b, " costs ", l, " > ",
@@ -960,8 +1096,8 @@ template <batch_cost C>
   // Safety net against rounding of the incremental additive loads: the result's loads are
   // folded in slot order while it is built, exactly as `bin_loads` folds them.
   std::vector<typename C::state> states(bins, cost.empty());
-  assignment out = st.build(
-      bins, [&](rank_t b, item_id i) { states[b] = cost.add(states[b], weights[i]); }, by_slot, bin_begin);
+  auto fold = [&](rank_t b, item_id i) { states[b] = cost.add(states[b], weights[i]); };
+  assignment out = order_free ? st.build_compact(start, bin_begin, fold) : st.build(bins, fold, by_slot, bin_begin);
   for (rank_t b = 0; b < bins; ++b) {
     const double l = cost.value(states[b]);
     if (l > max_before || (limits.capacity && l > *limits.capacity)) return start;
