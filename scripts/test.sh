@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test: the optimized build (unit, tool, MPI, CUDA-compile,
-# consumer, format and header tests; benchmarks are compiled, not run), then the ASan+UBSan
-# build (-O0: four times faster to compile than -O1) of the unit, tool and example tests, then
-# the fuzz targets (scripts/fuzz.sh) and the ThreadSanitizer concurrency tests (scripts/tsan.sh).
+# Builds what the tests run and runs every test: the optimized build (unit, tool, MPI,
+# CUDA-compile, consumer, format and header tests; no test runs the benchmarks, so they are
+# not built here: `cmake --preset release` builds them), then the ASan+UBSan build (-O0: four
+# times faster to compile than -O1) of the unit, tool and example tests, then the fuzz targets
+# (scripts/fuzz.sh) and the ThreadSanitizer concurrency tests (scripts/tsan.sh).
 # Installs its dependencies first. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,8 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 echo "== optimized build =="
-cmake -S . -B build/test "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$python" >/dev/null
+cmake -S . -B build/test "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMMBAL_BUILD_BENCH=OFF \
+  -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build/test -j "$jobs"
 ctest --test-dir build/test --output-on-failure -j "$jobs" --timeout 600
 
