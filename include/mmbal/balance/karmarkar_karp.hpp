@@ -4,6 +4,7 @@
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/placement.hpp>
+#include <mmbal/balance/detail/resplit.hpp>
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/core/concepts.hpp>
@@ -22,127 +23,6 @@
 #include <vector>
 
 namespace mmbal::balance {
-
-namespace detail {
-
-/// Result of `equal_split_search`.
-struct equal_split {
-  std::vector<std::uint8_t> part;  ///< part (0 .. ways − 1) of each item, in the input order
-  double max_load = 0;             ///< its costliest part; the incumbent if nothing better was found
-  bool found = false;              ///< a split strictly below the incumbent was found (`part` is set)
-  bool complete = false;           ///< searched to the end: no split has a lower maximum than `max_load`
-};
-
-/// Depth-first branch and bound (complete greedy with cardinality, Korf 1998) over the splits
-/// of `desc` (item costs sorted descending) into `ways` parts of ⌊q/ways⌋ or ⌈q/ways⌉ items
-/// each (q = |desc|), for the lowest maximum part strictly below `incumbent`.
-///
-/// Items are placed in order, each first into the cheapest part with room (so the first leaf
-/// is capped LPT), skipping a part identical in (cost, count) to one already tried. A node is
-/// cut when a part's cost cannot end below the best maximum so far: its cost plus the
-/// smallest remaining items it still needs, or the total minus what the other parts can
-/// still take at most (the largest remaining items that fit their room). Stops at a split
-/// reaching the root's bound (the mean, rounded up when every cost is an integer), or after
-/// `node_budget` nodes.
-/// - Guarantee: `complete` ⇒ `max_load` is the optimum (or the incumbent is optimal);
-///   deterministic (parts tried by cost, then index). Throws `invalid_input` if ways > 255.
-/// - Complexity: O(node_budget · ways²) time (ways is small), O(q + ways) memory, recursion depth q.
-/// @see Korf (1998) "A complete anytime algorithm for number partitioning"; docs/DESIGN.md §5.1.
-inline equal_split equal_split_search(std::span<const double> desc, std::size_t ways, double incumbent,
-                                      std::size_t node_budget) {
-  if (ways > 255) mmbal::detail::throw_invalid("equal_split_search: ways = ", ways, " > 255");
-  equal_split out;
-  out.max_load = incumbent;
-  const std::size_t q = desc.size();
-  if (ways == 0 || q == 0) {
-    out.complete = true;
-    return out;
-  }
-  const std::size_t floor_count = q / ways, ceil_count = (q + ways - 1) / ways;
-  std::vector<double> prefix(q + 1, 0.0);  // prefix[i] = Σ desc[0 .. i)
-  bool integral = true;
-  for (std::size_t i = 0; i < q; ++i) {
-    prefix[i + 1] = prefix[i] + desc[i];
-    integral = integral && desc[i] == std::floor(desc[i]);
-  }
-  const double total = prefix[q];
-  integral = integral && total < 0x1.0p52;
-  std::vector<double> load(ways, 0.0);
-  std::vector<std::size_t> count(ways, 0);
-  std::vector<std::uint8_t> part(q, 0);
-  // Lower bound on the final maximum below a node at depth i (items i .. q − 1 remain).
-  auto bound = [&](std::size_t i) {
-    const std::size_t rest = q - i;
-    const double rest_sum = total - prefix[i];
-    std::size_t room_all = 0;
-    for (std::size_t b = 0; b < ways; ++b) room_all += ceil_count - count[b];
-    double lower = 0;
-    for (std::size_t b = 0; b < ways; ++b) {
-      const std::size_t need = count[b] < floor_count ? floor_count - count[b] : 0;
-      const double at_least = load[b] + (prefix[q] - prefix[q - need]);  // its smallest needed items
-      const std::size_t others = std::min(rest, room_all - (ceil_count - count[b]));
-      const double left_over = load[b] + rest_sum - (prefix[i + others] - prefix[i]);
-      lower = std::max({lower, at_least, left_over});
-    }
-    return lower;
-  };
-  double goal = total / static_cast<double>(ways);
-  if (integral) goal = std::ceil(goal);
-  goal = std::max(goal, bound(0));
-  std::size_t nodes = 0;
-  bool stop = false;
-  auto descend = [&](auto& self, std::size_t i) -> void {
-    if (++nodes > node_budget) {
-      stop = true;
-      return;
-    }
-    if (i == q) {
-      const double top = *std::max_element(load.begin(), load.end());
-      if (top < out.max_load) {
-        out.max_load = top;
-        out.part = part;
-        out.found = true;
-        if (top <= goal) stop = true;
-      }
-      return;
-    }
-    if (bound(i) >= out.max_load) return;
-    std::size_t need_all = 0;
-    for (std::size_t b = 0; b < ways; ++b) need_all += count[b] < floor_count ? floor_count - count[b] : 0;
-    // Parts by cost ascending, ties by index; computed per node (ways is small).
-    std::vector<std::size_t> tried;
-    tried.reserve(ways);
-    for (std::size_t step = 0; step < ways && !stop; ++step) {
-      std::size_t pick = ways;
-      for (std::size_t b = 0; b < ways; ++b) {
-        if (std::find(tried.begin(), tried.end(), b) != tried.end()) continue;
-        if (pick == ways || load[b] < load[pick]) pick = b;
-      }
-      tried.push_back(pick);
-      const std::size_t b = pick;
-      if (count[b] >= ceil_count) continue;
-      // Placing here must leave enough items for the parts still below ⌊q/ways⌋.
-      const std::size_t need_after = need_all - (count[b] < floor_count ? 1 : 0);
-      if (q - i - 1 < need_after) continue;
-      bool same = false;  // an identical part was already tried: same subtree
-      for (std::size_t t = 0; t + 1 < tried.size(); ++t)
-        same = same || (load[tried[t]] == load[b] && count[tried[t]] == count[b]);
-      if (same) continue;
-      const double saved = load[b];  // restored exactly (no subtraction round-off)
-      load[b] += desc[i];
-      ++count[b];
-      part[i] = static_cast<std::uint8_t>(b);
-      self(self, i + 1);
-      load[b] = saved;
-      --count[b];
-    }
-  };
-  descend(descend, 0);
-  out.complete = !stop || (out.found && out.max_load <= goal);
-  return out;
-}
-
-}  // namespace detail
 
 /// Karmarkar–Karp largest differencing for an `additive_cost`.
 ///
@@ -166,12 +46,12 @@ inline equal_split equal_split_search(std::span<const double> desc, std::size_t 
 /// bin and one of its 8 cheapest partners (cheapest first) pool their items and split them
 /// again — by two-way balanced differencing (the same five chunkings with d = 2; ≤ 64 pairs
 /// by complete differencing of the pair differences, CKK, ≤ 256 nodes), then, for ≤ 64 pooled
-/// items, by the complete search `detail::equal_split_search` started from that result (exact
+/// items, by the complete search `detail::resplit_search` started from that result (exact
 /// unless it runs out of 1,024 nodes). If no partner helps, the costliest bin and two of its 8
 /// cheapest partners (≤ 64 pooled items) are re-split three ways the same way. The new parts hold ⌊q/w⌋ or ⌈q/w⌉
 /// of the q pooled items, so the counts stay within ⌊n/d⌋..⌈n/d⌉. The first re-split whose
 /// parts all end below the costliest bin is taken; it stops when the costliest bin gains from
-/// no group or after 2d + 16 re-splits. Every accepted step lowers the sorted load vector
+/// no group or after 4d + 64 re-split attempts. Every accepted step lowers the sorted load vector
 /// lexicographically, so it terminates. Capped LPT is never run: differencing plus exact
 /// local re-splits.
 ///
@@ -182,15 +62,14 @@ inline equal_split equal_split_search(std::span<const double> desc, std::size_t 
 ///
 /// - Guarantee: a heuristic; for d = 2 usually far better than LPT (Karmarkar & Karp 1982);
 ///   never claimed to be optimal. Equal counts: each bin holds ⌊n/d⌋ or ⌈n/d⌉ items. On the
-///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`; on
-///   5,160 random instances with ≥ 2 items per bin it is worse than capped `lpt` on one (by
-///   0.7 %: a local optimum of the pair and triple re-splits) — see bench/RESULTS.md and
-///   tests/balance/kk_equal_test.cpp. Costs are summed in double in a fixed order; every
-///   choice has a deterministic tie-break.
+///   generated omni LLM phase at 8 and 64 items per bin it matched or beat capped `lpt`, and
+///   on all 5,160 random instances with ≥ 2 items per bin of bench/RESULTS.md ("Session 12")
+///   it is never worse (tests/balance/kk_equal_test.cpp); not a proven bound. Costs are summed in double in a fixed
+///   order; every choice has a deterministic tie-break.
 /// - Complexity: O(n log n) for the heap of tuples plus, per combination, O(k + o log o) with
 ///   k the non-empty subsets of the two tuples (≤ 2d) and o those that meet (both sides
 ///   non-empty): the rest are two already sorted runs, merged; equal-count: five
-///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 2d + 16 re-splits of
+///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 4d + 64 re-splits of
 ///   O(q log q + 5 · 256 · q) each (q = the pooled items, ≤ 3⌈n/d⌉; the CKK budget applies
 ///   when a two-way split has ≤ 64 pairs, the search's 1,024 nodes of O(w) when q ≤ 64).
 /// - Slot order: the order of the subset's linked list (the combination order); equal counts:
@@ -478,18 +357,19 @@ struct karmarkar_karp {
     // Re-differencing: the costliest bin and one of the `partners` cheapest (then, if none
     // helps, two of the `triple_partners` cheapest, ≤ `exact_units` units) pool their units and split them again: by
     // balanced differencing, then, for at most `exact_units` units, by the complete search
-    // `detail::equal_split_search` from that result (exact unless it runs out of
+    // `detail::resplit_search` from that result (exact unless it runs out of
     // `split_nodes`). The new parts hold ⌊q/w⌋ or ⌈q/w⌉ of the q pooled units, which stays
     // within the bins' counts ⌊n/d⌋..⌈n/d⌉. The first re-split whose parts all end below the
     // costliest bin is taken. Stops when the costliest bin gains from no group or after
     // `budget` re-splits. Every accepted step lowers the sorted load vector lexicographically
     // (one bin at the maximum leaves it, no bin reaches it), so it terminates.
     constexpr std::size_t partners = 8, triple_partners = 8, exact_units = 64, split_nodes = 1024;
-    std::size_t budget = 2 * std::size_t{bins} + 16;
+    std::size_t budget = 4 * std::size_t{bins} + 64;
     std::set<std::pair<double, rank_t>> by_load;
     for (rank_t b = 0; b < bins; ++b) by_load.emplace(load[b], b);
     std::vector<std::uint32_t> pooled;
     std::vector<double> pooled_cost;
+    const std::vector<std::uint32_t> unit_sizes(exact_units, 1);  // kk pools single items
     auto resplit = [&](std::span<const rank_t> group, double top_load) {
       const std::size_t ways = group.size();
       pooled.clear();
@@ -507,8 +387,10 @@ struct karmarkar_karp {
       if (pooled.size() <= exact_units) {
         pooled_cost.clear();
         for (const std::uint32_t k : pooled) pooled_cost.push_back(unit_cost[k]);
-        const detail::equal_split better = detail::equal_split_search(
-            pooled_cost, ways, *std::max_element(part_load.begin(), part_load.end()), split_nodes);
+        const std::uint64_t q = pooled.size();
+        const detail::resplit_result better = detail::resplit_search(
+            pooled_cost, std::span(unit_sizes).first(pooled.size()), ways, q / ways, (q + ways - 1) / ways,
+            *std::max_element(part_load.begin(), part_load.end()), split_nodes);
         if (better.found) {
           for (auto& l : parts.lists) l.clear();
           for (std::size_t i = 0; i < pooled.size(); ++i) parts.lists[better.part[i]].push_back(pooled[i]);
