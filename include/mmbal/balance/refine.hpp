@@ -285,46 +285,29 @@ class load_order {
  public:
   static constexpr rank_t none = std::numeric_limits<rank_t>::max();
 
-  explicit load_order(const std::vector<double>& load) : load_(load.data()) {
-    const auto d = static_cast<rank_t>(load.size());
-    for (std::size_t which = 0; which < 2; ++which) {
-      heap& h = heaps_[which];
-      h.at.resize(d);
-      h.pos.resize(d);
-      for (rank_t b = 0; b < d; ++b) h.at[b] = bin_key{load[b], b};
-      for (std::size_t i = d / 2; i-- > 0;) sift_down(which, i);  // Floyd's construction, O(d)
-      for (std::uint32_t i = 0; i < d; ++i) h.pos[h.at[i].bin] = i;
-    }
-  }
+  explicit load_order(const std::vector<double>& load) : load_(load.data()), min_(load), max_(load) {}
   /// The most loaded bin, ties: the smallest index.
-  [[nodiscard]] rank_t top() const noexcept { return heaps_[max_side].at[0].bin; }
+  [[nodiscard]] rank_t top() const noexcept { return max_.at[0].bin; }
   /// Restores the order after `load[b]` changed (either direction).
   void update(rank_t b) {
-    for (std::size_t which = 0; which < 2; ++which) {
-      heap& h = heaps_[which];
-      const std::uint32_t i = h.pos[b];
-      h.at[i].load = load_[b];
-      if (i > 0 && before(which, h.at[i], h.at[(i - 1) / 2]))
-        sift_up(which, i);
-      else
-        sift_down(which, i);
-    }
+    min_.update(b, load_[b]);
+    max_.update(b, load_[b]);
   }
   /// Starts an enumeration of the bins in increasing (load, bin) order.
   void restart() {
     frontier_.clear();
-    if (!heaps_[min_side].at.empty()) frontier_.push_back(0);
+    if (!min_.at.empty()) frontier_.push_back(0);
   }
   /// The next bin of the enumeration, or `none` after the last. The loads must not change
   /// during an enumeration.
   [[nodiscard]] rank_t next() {
     if (frontier_.empty()) return none;
-    const std::vector<bin_key>& at = heaps_[min_side].at;
+    const std::vector<bin_key>& at = min_.at;
     auto later = [&](std::uint32_t x, std::uint32_t y) { return at[y] < at[x]; };
     std::pop_heap(frontier_.begin(), frontier_.end(), later);
     const std::uint32_t i = frontier_.back();
     frontier_.pop_back();
-    for (std::size_t c = 2 * std::size_t{i} + 1; c <= 2 * std::size_t{i} + 2 && c < at.size(); ++c) {
+    for (std::size_t c = arity * std::size_t{i} + 1; c <= arity * std::size_t{i} + arity && c < at.size(); ++c) {
       frontier_.push_back(static_cast<std::uint32_t>(c));
       std::push_heap(frontier_.begin(), frontier_.end(), later);
     }
@@ -332,49 +315,67 @@ class load_order {
   }
 
  private:
-  static constexpr std::size_t min_side = 0, max_side = 1;
+  /// An indexed 4-ary heap of (load, bin): least (load, bin) first, or with `Max` the greatest
+  /// load first, ties by the smaller bin. 4-ary: half the levels of a binary heap, each level's
+  /// children in one or two cache lines (the sifts are chains of dependent loads). The
+  /// comparisons are branch-free: equal loads are common (integral costs).
+  static constexpr std::size_t arity = 4;
+  template <bool Max>
   struct heap {
     std::vector<bin_key> at;         // heap position → (load, bin)
     std::vector<std::uint32_t> pos;  // bin → heap position
+
+    explicit heap(const std::vector<double>& load) : at(load.size()), pos(load.size()) {
+      const std::size_t d = load.size();
+      for (std::size_t b = 0; b < d; ++b) at[b] = bin_key{load[b], static_cast<rank_t>(b)};
+      for (std::size_t i = d / arity + 1; i-- > 0;) sift_down(i);  // Floyd's construction, O(d)
+      for (std::size_t i = 0; i < d; ++i) pos[at[i].bin] = static_cast<std::uint32_t>(i);
+    }
+    [[nodiscard]] static bool before(const bin_key& x, const bin_key& y) noexcept {
+      const bool ahead = Max ? x.load > y.load : x.load < y.load;
+      return ahead | ((x.load == y.load) & (x.bin < y.bin));
+    }
+    void update(rank_t b, double load) {
+      const std::size_t i = pos[b];
+      at[i].load = load;
+      if (i > 0 && before(at[i], at[(i - 1) / arity]))
+        sift_up(i);
+      else
+        sift_down(i);
+    }
+    void sift_up(std::size_t i) {
+      const bin_key k = at[i];
+      while (i > 0) {
+        const std::size_t parent = (i - 1) / arity;
+        if (!before(k, at[parent])) break;
+        at[i] = at[parent];
+        pos[at[i].bin] = static_cast<std::uint32_t>(i);
+        i = parent;
+      }
+      at[i] = k;
+      pos[k.bin] = static_cast<std::uint32_t>(i);
+    }
+    void sift_down(std::size_t i) {
+      const std::size_t d = at.size();
+      const bin_key k = at[i];
+      for (;;) {
+        const std::size_t first = arity * i + 1;
+        if (first >= d) break;
+        std::size_t c = first;
+        for (std::size_t x = first + 1; x < std::min(first + arity, d); ++x) c = before(at[x], at[c]) ? x : c;
+        if (!before(at[c], k)) break;
+        at[i] = at[c];
+        pos[at[i].bin] = static_cast<std::uint32_t>(i);
+        i = c;
+      }
+      at[i] = k;
+      pos[k.bin] = static_cast<std::uint32_t>(i);
+    }
   };
-  // Whether x comes before y in heap `which`: (load, bin) ascending for the min side; load
-  // descending, then bin ascending for the max side.
-  [[nodiscard]] static bool before(std::size_t which, const bin_key& x, const bin_key& y) noexcept {
-    if (x.load != y.load) return which == min_side ? x.load < y.load : x.load > y.load;
-    return x.bin < y.bin;
-  }
-  void sift_up(std::size_t which, std::uint32_t i) {
-    heap& h = heaps_[which];
-    const bin_key k = h.at[i];
-    while (i > 0) {
-      const std::uint32_t parent = (i - 1) / 2;
-      if (!before(which, k, h.at[parent])) break;
-      h.at[i] = h.at[parent];
-      h.pos[h.at[i].bin] = i;
-      i = parent;
-    }
-    h.at[i] = k;
-    h.pos[k.bin] = i;
-  }
-  void sift_down(std::size_t which, std::size_t i) {
-    heap& h = heaps_[which];
-    const std::size_t d = h.at.size();
-    const bin_key k = h.at[i];
-    for (;;) {
-      std::size_t c = 2 * i + 1;
-      if (c >= d) break;
-      if (c + 1 < d && before(which, h.at[c + 1], h.at[c])) ++c;
-      if (!before(which, h.at[c], k)) break;
-      h.at[i] = h.at[c];
-      h.pos[h.at[i].bin] = static_cast<std::uint32_t>(i);
-      i = c;
-    }
-    h.at[i] = k;
-    h.pos[k.bin] = static_cast<std::uint32_t>(i);
-  }
 
   const double* load_;
-  std::array<heap, 2> heaps_;
+  heap<false> min_;
+  heap<true> max_;
   std::vector<std::uint32_t> frontier_;  // min-heap positions, a heap by their keys
 };
 
