@@ -122,9 +122,8 @@ struct refine_state {
 
   /// The assignment the keys describe, built from a valid `start` whose bin b holds
   /// `start_begin[b + 1] − start_begin[b]` items: an item that never moved keeps its bin and its
-  /// slot minus the number of its bin's items below it that left (a bitmap of the start
-  /// positions that emptied, with per-word prefix counts; bins that lost nothing are copied),
-  /// then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
+  /// slot minus the number of its bin's items below it that left (a table of the new slots by
+  /// start position), then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
   /// order for the stayers, then in arrival order — for folds whose result does not depend on
   /// the order. O(n + bins), no scatter by slot.
   template <class Visit>
@@ -132,39 +131,32 @@ struct refine_state {
                                          Visit&& visit) const {
     const std::size_t n = key.size();
     const rank_t bins = start.bins;
-    // The start positions (start_begin[bin] + slot) that emptied, as a bitmap with per-word
-    // prefix counts: a stayer's slot drops by the emptied positions of its bin below it — two
-    // lookups, no branch (a bin that lost nothing counts 0).
+    // Per start position (start_begin[bin] + slot): the stayer's new slot — its slot minus the
+    // positions of its bin below it that emptied — or `left`; one sequential pass per bin, then
+    // one lookup per item (no per-item count of the emptied positions).
+    constexpr std::uint32_t left = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> new_slot(n, 0);
     std::vector<std::uint32_t> gone_in(bins, 0);
-    std::vector<std::uint64_t> gone(n / 64 + 1, 0);
     for (std::size_t j = 0; j < arrivals.size(); ++j) {
       const item_id i = arrivals[j];
       if (key[i] != n + j) continue;  // moved again later: counted once, at its last arrival
       const location l = start.where[i];
-      const std::size_t pos = std::size_t{start_begin[l.rank]} + l.slot;
-      gone[pos >> 6] |= std::uint64_t{1} << (pos & 63);
+      new_slot[std::size_t{start_begin[l.rank]} + l.slot] = left;
       ++gone_in[l.rank];
     }
-    // Population count without a library call (the default target has no popcnt instruction).
-    auto ones = [](std::uint64_t x) {
-      x -= (x >> 1) & 0x5555555555555555u;
-      x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
-      x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
-      return static_cast<std::uint32_t>((x * 0x0101010101010101u) >> 56);
-    };
-    std::vector<std::uint32_t> gone_before(gone.size(), 0);  // emptied positions in earlier words
-    for (std::size_t w = 1; w < gone.size(); ++w) gone_before[w] = gone_before[w - 1] + ones(gone[w - 1]);
-    auto gone_below = [&](std::size_t pos) {
-      return gone_before[pos >> 6] + ones(gone[pos >> 6] & ((std::uint64_t{1} << (pos & 63)) - 1));
-    };
-    std::vector<std::uint32_t> gone_first(bins);  // emptied positions below each bin's first
-    for (rank_t b = 0; b < bins; ++b) gone_first[b] = gone_below(start_begin[b]);
+    for (rank_t b = 0; b < bins; ++b) {
+      std::uint32_t next = 0;
+      for (std::uint32_t p = start_begin[b]; p < start_begin[std::size_t{b} + 1]; ++p) {
+        const bool stays = new_slot[p] != left;
+        new_slot[p] = stays ? next : left;
+        next += static_cast<std::uint32_t>(stays);
+      }
+    }
     assignment a{bins, start.where};
     for (item_id i = 0; i < n; ++i) {
-      if (key[i] >= n) continue;  // an arrival: placed below
       location& l = a.where[i];
-      l.slot -= gone_below(std::size_t{start_begin[l.rank]} + l.slot) - gone_first[l.rank];
-      visit(l.rank, i);
+      l.slot = new_slot[std::size_t{start_begin[l.rank]} + l.slot];  // an arrival's is set below
+      if (l.slot != left) visit(l.rank, i);
     }
     std::vector<std::uint32_t> next_slot(bins);
     for (rank_t b = 0; b < bins; ++b) next_slot[b] = start_begin[std::size_t{b} + 1] - start_begin[b] - gone_in[b];
@@ -589,8 +581,10 @@ inline resplit_result resplit_search(std::span<const double> cost, std::span<con
 }
 
 /// Additive fast path: a bin is its load (Σ unit costs) and its units sorted by (cost, unit)
-/// in one flat pool (built from one global radix order of the unit costs, no per-bin sort);
-/// the best partner unit is found by binary search. When no move or swap improves, the
+/// in one flat pool (from the start's slots when they run by cost descending, as `lpt`'s do,
+/// else one global radix order of the unit costs; no per-bin sort); the bins' (load, bin)
+/// order is kept in two indexed heaps (`load_order`); the best partner unit is found by
+/// binary search. When no move or swap improves, the
 /// escape (`refine_options::escape_work`) tries exchanges of up to two units each way.
 template <batch_cost C>
 void refine_additive(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
@@ -1169,14 +1163,14 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine", "Session 11 —
 ///   refine pair re-split".
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
-///   additive costs: one radix order of the unit costs gives every bin's units sorted by cost in a
-///   flat pool, O(n · ⌈bits / 11⌉); per step and partner O(s_h + s_t) (s = units per bin), the
-///   partners in increasing load, skipped once the gap admits nothing (≤ 1 for integral costs);
-///   an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search
-///   nodes of O(1) per pool from its budget. Other costs refold bins: per
-///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
-///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
-///   partners after about 4 M unit folds. At most `max_passes` × units steps.
+///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
+///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
+///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
+///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
+///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
+///   O(1) per pool from its budget. Other costs refold bins: per step the 32 costliest units of the top bin and the 32
+///   cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
+///   trying partners after about 4 M unit folds. At most `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
 ///   arrival order, and the remaining slots are compacted to 0..k−1.
