@@ -102,9 +102,15 @@ struct refine_state {
   std::uint64_t next_key = 0;
   std::vector<item_id> arrivals;   // arrivals[j]: the item that received key n + j
   std::vector<rank_t> arrived_in;  // arrived_in[j]: the bin arrivals[j] went to
+  /// Hint to `refine_additive`: the start's slots probably run by cost descending within every
+  /// bin (an `lpt` start), so its units sorted by cost come from the slots reversed, checked,
+  /// instead of a global sort. Only a speed hint: the check falls back to the sort.
+  bool slots_by_cost = false;
 
-  void move_unit(std::uint32_t k, rank_t to) {
-    const rank_t from = unit_bin[k];
+  void move_unit(std::uint32_t k, rank_t to) { move_unit(k, unit_bin[k], to); }
+  /// `move_unit` when the caller knows the unit's bin `from` (no read of `unit_bin`, a cache
+  /// miss on large inputs).
+  void move_unit(std::uint32_t k, rank_t from, rank_t to) {
     counts[from] -= u->size(k);
     counts[to] += u->size(k);
     unit_bin[k] = to;
@@ -117,9 +123,8 @@ struct refine_state {
 
   /// The assignment the keys describe, built from a valid `start` whose bin b holds
   /// `start_begin[b + 1] − start_begin[b]` items: an item that never moved keeps its bin and its
-  /// slot minus the number of its bin's items below it that left (a bitmap of the start
-  /// positions that emptied, with per-word prefix counts; bins that lost nothing are copied),
-  /// then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
+  /// slot minus the number of its bin's items below it that left (a table of the new slots by
+  /// start position), then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
   /// order for the stayers, then in arrival order — for folds whose result does not depend on
   /// the order. O(n + bins), no scatter by slot.
   template <class Visit>
@@ -127,39 +132,32 @@ struct refine_state {
                                          Visit&& visit) const {
     const std::size_t n = key.size();
     const rank_t bins = start.bins;
-    // The start positions (start_begin[bin] + slot) that emptied, as a bitmap with per-word
-    // prefix counts: a stayer's slot drops by the emptied positions of its bin below it — two
-    // lookups, no branch (a bin that lost nothing counts 0).
+    // Per start position (start_begin[bin] + slot): the stayer's new slot — its slot minus the
+    // positions of its bin below it that emptied — or `left`; one sequential pass per bin, then
+    // one lookup per item (no per-item count of the emptied positions).
+    constexpr std::uint32_t left = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> new_slot(n, 0);
     std::vector<std::uint32_t> gone_in(bins, 0);
-    std::vector<std::uint64_t> gone(n / 64 + 1, 0);
     for (std::size_t j = 0; j < arrivals.size(); ++j) {
       const item_id i = arrivals[j];
       if (key[i] != n + j) continue;  // moved again later: counted once, at its last arrival
       const location l = start.where[i];
-      const std::size_t pos = std::size_t{start_begin[l.rank]} + l.slot;
-      gone[pos >> 6] |= std::uint64_t{1} << (pos & 63);
+      new_slot[std::size_t{start_begin[l.rank]} + l.slot] = left;
       ++gone_in[l.rank];
     }
-    // Population count without a library call (the default target has no popcnt instruction).
-    auto ones = [](std::uint64_t x) {
-      x -= (x >> 1) & 0x5555555555555555u;
-      x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
-      x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
-      return static_cast<std::uint32_t>((x * 0x0101010101010101u) >> 56);
-    };
-    std::vector<std::uint32_t> gone_before(gone.size(), 0);  // emptied positions in earlier words
-    for (std::size_t w = 1; w < gone.size(); ++w) gone_before[w] = gone_before[w - 1] + ones(gone[w - 1]);
-    auto gone_below = [&](std::size_t pos) {
-      return gone_before[pos >> 6] + ones(gone[pos >> 6] & ((std::uint64_t{1} << (pos & 63)) - 1));
-    };
-    std::vector<std::uint32_t> gone_first(bins);  // emptied positions below each bin's first
-    for (rank_t b = 0; b < bins; ++b) gone_first[b] = gone_below(start_begin[b]);
+    for (rank_t b = 0; b < bins; ++b) {
+      std::uint32_t next = 0;
+      for (std::uint32_t p = start_begin[b]; p < start_begin[std::size_t{b} + 1]; ++p) {
+        const bool stays = new_slot[p] != left;
+        new_slot[p] = stays ? next : left;
+        next += static_cast<std::uint32_t>(stays);
+      }
+    }
     assignment a{bins, start.where};
     for (item_id i = 0; i < n; ++i) {
-      if (key[i] >= n) continue;  // an arrival: placed below
       location& l = a.where[i];
-      l.slot -= gone_below(std::size_t{start_begin[l.rank]} + l.slot) - gone_first[l.rank];
-      visit(l.rank, i);
+      l.slot = new_slot[std::size_t{start_begin[l.rank]} + l.slot];  // an arrival's is set below
+      if (l.slot != left) visit(l.rank, i);
     }
     std::vector<std::uint32_t> next_slot(bins);
     for (rank_t b = 0; b < bins; ++b) next_slot[b] = start_begin[std::size_t{b} + 1] - start_begin[b] - gone_in[b];
@@ -269,6 +267,111 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
   return *by_load.lower_bound(bin_key{top, 0});
 }
 
+/// Bins in (load, bin) order over a load array the caller keeps (the additive search's view
+/// of them): the most loaded bin (ties: smallest index), and the bins in increasing (load, bin)
+/// order, enumerated lazily. Two indexed binary heaps over the same loads — a max-heap for the
+/// top, a min-heap whose k least bins come out in order in O(k log k) (a frontier heap of its
+/// nodes) — so a step costs O(log d) per changed bin and no node allocation, where a
+/// `std::set` of (load, bin) erased and inserted two tree nodes. The orders are those of the
+/// set: (load, bin) is a strict total order.
+class load_order {
+ public:
+  static constexpr rank_t none = std::numeric_limits<rank_t>::max();
+
+  explicit load_order(const std::vector<double>& load) : load_(load.data()), min_(load), max_(load) {}
+  /// The most loaded bin, ties: the smallest index.
+  [[nodiscard]] rank_t top() const noexcept { return max_.at[0].bin; }
+  /// Restores the order after `load[b]` changed (either direction).
+  void update(rank_t b) {
+    min_.update(b, load_[b]);
+    max_.update(b, load_[b]);
+  }
+  /// Starts an enumeration of the bins in increasing (load, bin) order.
+  void restart() {
+    frontier_.clear();
+    if (!min_.at.empty()) frontier_.push_back(0);
+  }
+  /// The next bin of the enumeration, or `none` after the last. The loads must not change
+  /// during an enumeration.
+  [[nodiscard]] rank_t next() {
+    if (frontier_.empty()) return none;
+    const std::vector<bin_key>& at = min_.at;
+    auto later = [&](std::uint32_t x, std::uint32_t y) { return at[y] < at[x]; };
+    std::pop_heap(frontier_.begin(), frontier_.end(), later);
+    const std::uint32_t i = frontier_.back();
+    frontier_.pop_back();
+    for (std::size_t c = arity * std::size_t{i} + 1; c <= arity * std::size_t{i} + arity && c < at.size(); ++c) {
+      frontier_.push_back(static_cast<std::uint32_t>(c));
+      std::push_heap(frontier_.begin(), frontier_.end(), later);
+    }
+    return at[i].bin;
+  }
+
+ private:
+  /// An indexed 4-ary heap of (load, bin): least (load, bin) first, or with `Max` the greatest
+  /// load first, ties by the smaller bin. 4-ary: half the levels of a binary heap, each level's
+  /// children in one or two cache lines (the sifts are chains of dependent loads). The
+  /// comparisons are branch-free: equal loads are common (integral costs).
+  static constexpr std::size_t arity = 4;
+  template <bool Max>
+  struct heap {
+    std::vector<bin_key> at;         // heap position → (load, bin)
+    std::vector<std::uint32_t> pos;  // bin → heap position
+
+    explicit heap(const std::vector<double>& load) : at(load.size()), pos(load.size()) {
+      const std::size_t d = load.size();
+      for (std::size_t b = 0; b < d; ++b) at[b] = bin_key{load[b], static_cast<rank_t>(b)};
+      for (std::size_t i = d / arity + 1; i-- > 0;) sift_down(i);  // Floyd's construction, O(d)
+      for (std::size_t i = 0; i < d; ++i) pos[at[i].bin] = static_cast<std::uint32_t>(i);
+    }
+    [[nodiscard]] static bool before(const bin_key& x, const bin_key& y) noexcept {
+      const bool ahead = Max ? x.load > y.load : x.load < y.load;
+      return ahead | ((x.load == y.load) & (x.bin < y.bin));
+    }
+    void update(rank_t b, double load) {
+      const std::size_t i = pos[b];
+      at[i].load = load;
+      if (i > 0 && before(at[i], at[(i - 1) / arity]))
+        sift_up(i);
+      else
+        sift_down(i);
+    }
+    void sift_up(std::size_t i) {
+      const bin_key k = at[i];
+      while (i > 0) {
+        const std::size_t parent = (i - 1) / arity;
+        if (!before(k, at[parent])) break;
+        at[i] = at[parent];
+        pos[at[i].bin] = static_cast<std::uint32_t>(i);
+        i = parent;
+      }
+      at[i] = k;
+      pos[k.bin] = static_cast<std::uint32_t>(i);
+    }
+    void sift_down(std::size_t i) {
+      const std::size_t d = at.size();
+      const bin_key k = at[i];
+      for (;;) {
+        const std::size_t first = arity * i + 1;
+        if (first >= d) break;
+        std::size_t c = first;
+        for (std::size_t x = first + 1; x < std::min(first + arity, d); ++x) c = before(at[x], at[c]) ? x : c;
+        if (!before(at[c], k)) break;
+        at[i] = at[c];
+        pos[at[i].bin] = static_cast<std::uint32_t>(i);
+        i = c;
+      }
+      at[i] = k;
+      pos[k.bin] = static_cast<std::uint32_t>(i);
+    }
+  };
+
+  const double* load_;
+  heap<false> min_;
+  heap<true> max_;
+  std::vector<std::uint32_t> frontier_;  // min-heap positions, a heap by their keys
+};
+
 /// A candidate step: unit `out` leaves the top bin for `partner`; with a swap, unit `in`
 /// comes back. `quality` = the larger of the two new loads (lower is better).
 struct refine_step {
@@ -291,6 +394,8 @@ struct refine_exchange {
   rank_t partner = 0;
   std::uint32_t out[2] = {none, none};
   std::uint32_t in[2] = {none, none};
+  double out_cost[2] = {0, 0};  // the units' costs (their pool entries), so applying reads no cost array
+  double in_cost[2] = {0, 0};
 };
 
 /// Bins' units as one flat array of (cost, unit) entries, each bin a segment sorted by
@@ -345,8 +450,10 @@ struct unit_set {
 }
 
 /// Additive fast path: a bin is its load (Σ unit costs) and its units sorted by (cost, unit)
-/// in one flat pool (built from one global radix order of the unit costs, no per-bin sort);
-/// the best partner unit is found by binary search. When no move or swap improves, the
+/// in one flat pool (from the start's slots when they run by cost descending, as `lpt`'s do,
+/// else one global radix order of the unit costs; no per-bin sort); the bins' (load, bin)
+/// order is kept in two indexed heaps (`load_order`); the best partner unit is found by
+/// binary search. When no move or swap improves, the
 /// escape (`refine_options::escape_work`) tries exchanges of up to two units each way.
 template <batch_cost C>
 void refine_additive(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
@@ -362,7 +469,27 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   // of the top admits nothing, and the top cannot go below ⌈Σ / d⌉.
   bool integral = true, non_negative = true;
   double total = 0, max_cost = 0;
-  for (std::uint32_t k = 0; k < u.count; ++k) {
+  bool summed = false;
+  if constexpr (std::same_as<C, mmbal::cost::tokens>) {
+    if (u.trivial) {
+      // A unit's cost is its length: integral and ≥ 0; the double partial sums are exact below
+      // 2^53, so when the integer Σ is below 2^52 it is the same total (a plain loop the compiler
+      // vectorises; otherwise the general pass below).
+      std::uint64_t sum = 0;
+      length_t longest = 0;
+      for (std::uint32_t k = 0; k < u.count; ++k) {
+        unit_cost[k] = static_cast<double>(weights[k]);
+        sum += weights[k];
+        longest = std::max(longest, weights[k]);
+      }
+      summed = sum < (std::uint64_t{1} << 52);
+      if (summed) {
+        total = static_cast<double>(sum);
+        max_cost = longest;
+      }
+    }
+  }
+  for (std::uint32_t k = 0; k < u.count && !summed; ++k) {
     double c = 0.0;
     if (u.trivial)
       c += cost.item(weights[k]);
@@ -381,7 +508,73 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
 
   sorted_segments seg;
   std::vector<double> load(bins, 0.0);
+  seg.begin.assign(bins, 0);
+  seg.size.assign(bins, 0);
+  seg.room.assign(bins, 0);
+  if (u.trivial)
+    for (rank_t b = 0; b < bins; ++b) seg.room[b] = static_cast<std::uint32_t>(st.counts[b]);  // unit = item
+  else
+    for (std::uint32_t k = 0; k < u.count; ++k) ++seg.room[st.unit_bin[k]];
   {
+    std::uint32_t at = 0;
+    for (rank_t b = 0; b < bins; ++b) {
+      seg.begin[b] = at;
+      seg.size[b] = seg.room[b];
+      seg.room[b] += 4;  // room for arrivals before a segment moves
+      at += seg.room[b];
+    }
+    seg.pool.resize(at);
+  }
+  // Every bin's units sorted by (cost, unit) — a unique order, however it is reached — with the
+  // loads folded in that order. From the start's slots when they (nearly) give it: an `lpt`
+  // start places each bin's items by weight descending, ties by ascending id, so the slots
+  // reversed, with each run of equal costs turned around, are the order; a bin that is not
+  // sorted then is sorted alone. O(n) for such a start; when the slots are no such order
+  // (more than n/16 units in unsorted bins), the global radix order below.
+  bool filled = false;
+  if (u.trivial && st.slots_by_cost) {
+    filled = true;
+    for (std::uint32_t k = 0; k < u.count && filled; ++k) {
+      const rank_t b = st.unit_bin[k];
+      const std::uint64_t slot = st.key[k];
+      filled = slot < seg.size[b];  // the keys are the start's slots: 0 .. count − 1 of the bin
+      if (filled) seg.pool[seg.begin[b] + seg.size[b] - 1 - slot] = entry{unit_cost[k], k};
+    }
+    std::uint64_t unsorted = 0;
+    for (rank_t b = 0; b < bins && filled; ++b) {
+      entry* const first = seg.pool.data() + seg.begin[b];
+      const std::uint32_t s = seg.size[b];
+      bool sorted = true;
+      for (std::uint32_t i = 1; i < s; ++i) {
+        if (first[i].first == first[i - 1].first) {  // a run of equal costs, ids descending
+          std::uint32_t j = i + 1;
+          while (j < s && first[j].first == first[i - 1].first) ++j;
+          std::reverse(first + (i - 1), first + j);
+          i = j - 1;
+        }
+      }
+      double l = 0;  // folded in the (cost, unit) order, as the sorted fill below folds it
+      for (std::uint32_t i = 0; i < s; ++i) {
+        sorted = sorted && (i == 0 || first[i - 1] < first[i]);  // strict: no duplicate survives
+        l += first[i].first;
+      }
+      if (!sorted) {
+        unsorted += s;
+        if (unsorted > u.count / 16) {
+          filled = false;
+          break;
+        }
+        std::sort(first, first + s);
+        l = 0;
+        for (std::uint32_t i = 0; i < s; ++i) {
+          if (i > 0 && !(first[i - 1] < first[i])) filled = false;  // a duplicate: slots not 0 .. count − 1
+          l += first[i].first;
+        }
+      }
+      load[b] = l;
+    }
+  }
+  if (!filled) {
     // One global order by (cost, unit); integral costs sort as packed (cost << 32 | unit) words.
     std::vector<std::uint32_t> order;
     std::vector<std::uint64_t> words;  // sorted (cost << 32 | unit) when the costs pack
@@ -395,20 +588,8 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       for (std::uint32_t k = 0; k < u.count; ++k) order_key[k] = double_order_key(unit_cost[k]);
       order = mmbal::detail::order_by_key(order_key);  // ties: ascending unit
     }
-    seg.begin.assign(bins, 0);
-    seg.size.assign(bins, 0);
-    seg.room.assign(bins, 0);
-    if (u.trivial)
-      for (rank_t b = 0; b < bins; ++b) seg.room[b] = static_cast<std::uint32_t>(st.counts[b]);  // unit = item
-    else
-      for (std::uint32_t k = 0; k < u.count; ++k) ++seg.room[st.unit_bin[k]];
-    std::uint32_t at = 0;
-    for (rank_t b = 0; b < bins; ++b) {
-      seg.begin[b] = at;
-      seg.room[b] += 4;  // room for arrivals before a segment moves
-      at += seg.room[b];
-    }
-    seg.pool.resize(at);
+    std::fill(seg.size.begin(), seg.size.end(), 0u);
+    std::fill(load.begin(), load.end(), 0.0);
     auto place = [&](std::uint32_t k) {  // loads fold in each bin's (cost, unit) order
       const rank_t b = st.unit_bin[k];
       seg.pool[seg.begin[b] + seg.size[b]++] = entry{unit_cost[k], k};
@@ -419,13 +600,8 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     else
       for (const std::uint32_t k : order) place(k);
   }
-  std::set<bin_key> by_load;
-  {
-    std::vector<bin_key> keys(bins);
-    for (rank_t b = 0; b < bins; ++b) keys[b] = bin_key{load[b], b};
-    std::sort(keys.begin(), keys.end());
-    for (const bin_key& k : keys) by_load.insert(by_load.end(), k);  // sorted: O(1) per insert
-  }
+  load_order by_load(load);
+  constexpr rank_t no_bin = load_order::none;
 
   const bool has_cap = limits.capacity.has_value();
   const double cap = has_cap ? *limits.capacity : 0.0;
@@ -501,7 +677,6 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     } while (std::next_permutation(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(ways)));
     std::vector<rank_t> dest(pool.size());
     for (std::size_t j = 0; j < by_cost.size(); ++j) dest[by_cost[j]] = group[best_perm[r.part[j]]];
-    for (std::size_t g = 0; g < ways; ++g) by_load.erase(bin_key{load[group[g]], group[g]});
     for (std::size_t x = 0; x < pool.size(); ++x) {  // arrivals in gathering order
       const std::uint32_t k = pool[x].second;
       const rank_t from = st.unit_bin[k];
@@ -511,15 +686,17 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       st.move_unit(k, dest[x]);
     }
     for (std::size_t p = 0; p < ways; ++p) load[group[best_perm[p]]] = r.load[p];
-    for (std::size_t g = 0; g < ways; ++g) by_load.insert(bin_key{load[group[g]], group[g]});
+    for (std::size_t g = 0; g < ways; ++g) by_load.update(group[g]);
     return true;
   };
   auto resplit = [&](rank_t h, double lh) {
     resplit_partners.clear();
-    for (auto it = by_load.begin(); it != by_load.end() && resplit_partners.size() < opts.resplit_partners; ++it) {
-      if (it->bin == h) continue;
-      if (!(it->load + quantum < lh)) break;
-      resplit_partners.push_back(it->bin);
+    by_load.restart();
+    for (rank_t t = by_load.next(); t != no_bin && resplit_partners.size() < opts.resplit_partners;
+         t = by_load.next()) {
+      if (t == h) continue;
+      if (!(load[t] + quantum < lh)) break;
+      resplit_partners.push_back(t);
     }
     for (const rank_t t : resplit_partners) {
       if (resplit_left == 0) return false;
@@ -535,15 +712,15 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   };
 
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
-    const rank_t h = most_loaded(by_load).bin;
+    const rank_t h = by_load.top();
     const double lh = load[h];
     if (lh <= stop_at || lh <= floor_of_max) return;  // at the average nothing can improve
     const std::span<const entry> hc = seg.of(h);
     refine_exchange best;
     std::uint32_t tried = 0;
-    for (auto it = by_load.begin(); it != by_load.end(); ++it) {
-      if (it->bin == h) continue;
-      const rank_t t = it->bin;
+    by_load.restart();
+    for (rank_t t = by_load.next(); t != no_bin; t = by_load.next()) {
+      if (t == h) continue;
       const double lt = load[t];
       if (!(lt + quantum < lh)) break;  // this partner and all heavier ones admit nothing
       const std::span<const entry> tc = seg.of(t);
@@ -554,13 +731,16 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       }
       ++tried;
       const double half = (lh - lt) / 2;
-      auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
+      auto consider = [&](const entry& out, const entry& in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
         if (!(q < lh)) return false;
         if (has_cap && new_t > cap) return false;
-        if (!best.found || q < best.quality) best = refine_exchange{true, q, new_h, new_t, t, {out, none}, {in, none}};
+        if (!best.found || q < best.quality)
+          best = refine_exchange{
+              true, q, new_h, new_t, t, {out.second, none}, {in.second, none}, {out.first, 0}, {in.first, 0}};
         return true;
       };
+      const entry no_unit{0.0, none};
       auto counts_ok = [&](std::uint32_t so, std::uint32_t si) {
         return cb.admits(st.counts[h] - so + si) && cb.admits(st.counts[t] + so - si);
       };
@@ -571,14 +751,14 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         for (auto q = p; q != hc.end(); ++q) {
           if (!(lt + q->first < lh) || (has_cap && lt + q->first > cap)) break;
           if (fixed(q->second) || !counts_ok(u.size(q->second), 0)) continue;
-          consider(q->second, none, lh - q->first, lt + q->first);
+          consider(*q, no_unit, lh - q->first, lt + q->first);
           break;
         }
         for (auto q = p; q != hc.begin();) {
           --q;
           if (!(q->first > 0)) break;
           if (fixed(q->second) || !counts_ok(u.size(q->second), 0)) continue;
-          consider(q->second, none, lh - q->first, lt + q->first);
+          consider(*q, no_unit, lh - q->first, lt + q->first);
           break;
         }
       }
@@ -598,14 +778,14 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         for (auto q = p; q != tc.end(); ++q) {
           if (!(q->first < a.first)) break;
           if (fixed(q->second) || !counts_ok(u.size(a.second), u.size(q->second))) continue;
-          if (consider(a.second, q->second, (lh - a.first) + q->first, (lt - q->first) + a.first)) break;
+          if (consider(a, *q, (lh - a.first) + q->first, (lt - q->first) + a.first)) break;
         }
         for (auto q = p; q != tc.begin();) {
           --q;
           const double nt = (lt - q->first) + a.first;
           if (!(nt < lh) || (has_cap && nt > cap)) break;  // smaller b only raises the partner
           if (fixed(q->second) || !counts_ok(u.size(a.second), u.size(q->second))) continue;
-          consider(a.second, q->second, (lh - a.first) + q->first, nt);
+          consider(a, *q, (lh - a.first) + q->first, nt);
           break;
         }
       }
@@ -618,9 +798,9 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     // inside `migrate` (its polish moves only some units and stops at its target).
     if (!best.found && movable == nullptr && hc.size() <= opts.escape_max_units && escape_left > 0) {
       make_sets(hc, false, out_sets);
-      for (auto it = by_load.begin(); it != by_load.end() && !best.found; ++it) {
-        if (it->bin == h) continue;
-        const rank_t t = it->bin;
+      by_load.restart();
+      for (rank_t t = by_load.next(); t != no_bin && !best.found; t = by_load.next()) {
+        if (t == h) continue;
         const double lt = load[t];
         if (!(lt + quantum < lh)) break;
         const std::span<const entry> tc = seg.of(t);
@@ -636,7 +816,18 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
           const double new_h = (lh - o.cost) + i.cost, new_t = (lt - i.cost) + o.cost;
           const double q = std::max(new_h, new_t);
           if (!(q < lh) || (has_cap && new_t > cap)) return false;
-          if (!best.found || q < best.quality) best = refine_exchange{true, q, new_h, new_t, t, {o.a, o.b}, {i.a, i.b}};
+          if (!best.found || q < best.quality) {
+            auto cost_of = [&](std::uint32_t k) { return k == none ? 0.0 : unit_cost[k]; };
+            best = refine_exchange{true,
+                                   q,
+                                   new_h,
+                                   new_t,
+                                   t,
+                                   {o.a, o.b},
+                                   {i.a, i.b},
+                                   {cost_of(o.a), cost_of(o.b)},
+                                   {cost_of(i.a), cost_of(i.b)}};
+          }
           return true;
         };
         for (const unit_set& o : out_sets) {
@@ -661,24 +852,22 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
 
     // Apply.
     const rank_t t = best.partner;
-    by_load.erase(bin_key{load[h], h});
-    by_load.erase(bin_key{load[t], t});
-    for (const std::uint32_t k : best.out)
-      if (k != none) {
-        seg.erase(h, entry{unit_cost[k], k});
-        seg.insert(t, entry{unit_cost[k], k});
-        st.move_unit(k, t);
+    for (std::size_t x = 0; x < 2; ++x)
+      if (const std::uint32_t k = best.out[x]; k != none) {
+        seg.erase(h, entry{best.out_cost[x], k});
+        seg.insert(t, entry{best.out_cost[x], k});
+        st.move_unit(k, h, t);
       }
-    for (const std::uint32_t k : best.in)
-      if (k != none) {
-        seg.erase(t, entry{unit_cost[k], k});
-        seg.insert(h, entry{unit_cost[k], k});
-        st.move_unit(k, h);
+    for (std::size_t x = 0; x < 2; ++x)
+      if (const std::uint32_t k = best.in[x]; k != none) {
+        seg.erase(t, entry{best.in_cost[x], k});
+        seg.insert(h, entry{best.in_cost[x], k});
+        st.move_unit(k, t, h);
       }
     load[h] = best.new_top;
     load[t] = best.new_partner;
-    by_load.insert(bin_key{load[h], h});
-    by_load.insert(bin_key{load[t], t});
+    by_load.update(h);
+    by_load.update(t);
   }
 }
 
@@ -843,14 +1032,14 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine", "Session 11 —
 ///   refine pair re-split".
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
-///   additive costs: one radix order of the unit costs gives every bin's units sorted by cost in a
-///   flat pool, O(n · ⌈bits / 11⌉); per step and partner O(s_h + s_t) (s = units per bin), the
-///   partners in increasing load, skipped once the gap admits nothing (≤ 1 for integral costs);
-///   an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search
-///   nodes of O(1) per pool from its budget. Other costs refold bins: per
-///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
-///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
-///   partners after about 4 M unit folds. At most `max_passes` × units steps.
+///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
+///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
+///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
+///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
+///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
+///   O(1) per pool from its budget. Other costs refold bins: per step the 32 costliest units of the top bin and the 32
+///   cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
+///   trying partners after about 4 M unit folds. At most `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
 ///   arrival order, and the remaining slots are compacted to 0..k−1.
@@ -887,6 +1076,14 @@ template <batch_cost C>
   // item order; otherwise every bin's items are listed in slot order, the order `bin_loads`
   // folds them in.
   const bool order_free = detail::stats_fold_exact<C>(weights);
+  // `tokens` with an order-free fold: Σ l ≤ n · (max l)² < 2^53, so every load the search tracks
+  // (a sum of a subset of the integer item costs) is exact and equals what `bin_loads` folds;
+  // the search only takes steps whose new loads are below the top's and within the capacity,
+  // so the result's maximum is ≤ the start's and ≤ the capacity by construction. The start's
+  // loads are then needed only to check the capacity, and the safety net below cannot fire:
+  // both folds are skipped.
+  const bool exact_loads = std::same_as<C, mmbal::cost::tokens> && order_free;
+  const bool fold_start = !exact_loads || limits.capacity.has_value();
   std::vector<typename C::state> before;
   constexpr item_id hole = std::numeric_limits<item_id>::max();
   std::vector<item_id> by_slot;
@@ -896,15 +1093,22 @@ template <batch_cost C>
                                  " is out of range or taken");
   };
   if (order_free) {
-    before.assign(bins, cost.empty());
     std::vector<std::uint64_t> taken(n / 64 + 1, 0);
-    for (item_id i = 0; i < n; ++i) {
-      const location l = start.where[i];
+    auto check = [&](item_id i, const location l) {
       const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
       const std::uint64_t bit = std::uint64_t{1} << (at & 63);
       if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || (taken[at >> 6] & bit) != 0) bad_slot(i);
       taken[at >> 6] |= bit;
-      before[l.rank] = cost.add(before[l.rank], weights[i]);
+    };
+    if (fold_start) {
+      before.assign(bins, cost.empty());
+      for (item_id i = 0; i < n; ++i) {
+        const location l = start.where[i];
+        check(i, l);
+        before[l.rank] = cost.add(before[l.rank], weights[i]);
+      }
+    } else {
+      for (item_id i = 0; i < n; ++i) check(i, start.where[i]);
     }
   } else {
     by_slot.assign(n, hole);
@@ -923,8 +1127,17 @@ template <batch_cost C>
   st.counts.assign(bins, 0);
   st.key.resize(n);
   st.next_key = n;
-  for (item_id i = 0; i < n; ++i) st.key[i] = start.where[i].slot;
-  for (std::uint32_t k = 0; k < u.count; ++k) {
+  st.slots_by_cost = true;
+  if (u.trivial) {  // unit = item: its bin and slot; the counts are the bins' sizes
+    for (item_id i = 0; i < n; ++i) {
+      st.key[i] = start.where[i].slot;
+      st.unit_bin[i] = start.where[i].rank;
+    }
+    for (rank_t b = 0; b < bins; ++b) st.counts[b] = bin_begin[std::size_t{b} + 1] - bin_begin[b];
+  } else {
+    for (item_id i = 0; i < n; ++i) st.key[i] = start.where[i].slot;
+  }
+  for (std::uint32_t k = 0; k < u.count && !u.trivial; ++k) {
     bool first = true;
     u.for_each(k, [&](item_id i) {
       const rank_t b = start.where[i].rank;
@@ -943,7 +1156,7 @@ template <batch_cost C>
       mmbal::detail::throw_invalid(name, ": the start violates the count cap: bin ", b, " holds ", st.counts[b],
                                    " items, allowed ", cb.lo, "..", cb.hi);
   double max_before = 0;
-  for (rank_t b = 0; b < bins; ++b) {
+  for (rank_t b = 0; b < bins && fold_start; ++b) {
     typename C::state s = cost.empty();
     if (order_free)
       s = before[b];
@@ -962,6 +1175,7 @@ template <batch_cost C>
   else
     detail::refine_general(st, weights, cost, limits, cb, bins, opts);
 
+  if (exact_loads) return st.build_compact(start, bin_begin, [](rank_t, item_id) {});
   // Safety net against rounding of the incremental additive loads: the result's loads are
   // folded in slot order while it is built, exactly as `bin_loads` folds them.
   std::vector<typename C::state> states(bins, cost.empty());
