@@ -238,6 +238,23 @@ TEMPLATE_TEST_CASE("migrate: the padded regrouping keeps every rank within the t
   }
 }
 
+TEST_CASE("migrate: padded costs with every item on one rank (large rank, bounded candidate work)") {
+  auto g = make_rng(5, 29);
+  const rank_t bins = 64;
+  std::vector<length_t> w(30000);
+  for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, 5000));  // thousands of lengths
+  const std::vector<rank_t> origin(w.size(), 3);                            // the problem holds spans: keep it alive
+  problem p{w, bins, {}, origin, {}, 8};
+  const cost::padded cost{};
+  const auto r = run_migrate(p, cost, 0.001);
+  REQUIRE_NOTHROW(r.placement.validate());
+  const auto loads = bin_loads(r.placement, w, cost);
+  CHECK(*std::max_element(loads.begin(), loads.end()) <= r.target_max);
+  CHECK(r.target_reached);
+  CHECK(r.moved_bytes <= bytes_moved(p, balance::padded_binary_search{}(w, bins, cost)));
+  CHECK(r.moved_bytes < std::accumulate(w.begin(), w.end(), std::uint64_t{0}));  // rank 3 keeps something
+}
+
 TEST_CASE("migrate: renaming the reference's ranks keeps the most bytes on tiny instances (brute force)") {
   // d <= 4 ranks, all d! renamings of the reference's ranks.
   for (std::uint64_t seed = 0; seed < 200; ++seed) {

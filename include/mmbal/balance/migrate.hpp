@@ -360,8 +360,8 @@ template <padded_cost C>
 /// sent away instead (placed later, being shorter; one always exists by the count above).
 /// Every rank ends with ≤ c items, all ≤ M: its cost is ≤ padded_value(c, M) ≤ `target`.
 /// The round that moves the fewest bytes wins (ties: the earlier). Returns the rank per item,
-/// or an empty vector when a reference bin is above `target`. O(rounds · (n log n + Σ_r s_r²))
-/// for ranks of s_r items.
+/// or an empty vector when a reference bin is above `target`. O(rounds · (n log n + Σ_r s_r ·
+/// min(s_r, 64))) for ranks of s_r items (a rank offers at most ~64 cap thresholds).
 template <padded_cost C>
 [[nodiscard]] std::vector<rank_t> regroup_to_origin(std::span<const length_t> weights, std::span<const rank_t> origin,
                                                     std::span<const std::uint64_t> bytes, rank_t bins, const C& cost,
@@ -467,6 +467,7 @@ template <padded_cost C>
     return sum;
   };
 
+  constexpr std::uint64_t max_thresholds = 64;
   std::vector<rank_t> best;
   std::uint64_t best_moved = std::numeric_limits<std::uint64_t>::max();
   std::vector<std::uint32_t> class_of(bins), left(classes), next_free(classes + 1);
@@ -512,8 +513,18 @@ template <padded_cost C>
       for (const rank_t r : open) {
         std::uint32_t end = rank_begin[r];
         std::size_t last = classes;
-        for (std::uint32_t p = rank_begin[r]; p < rank_begin[std::size_t{r} + 1]; ++p) {
-          if (p + 1 < rank_begin[std::size_t{r} + 1] && weights[held[p + 1]] == weights[held[p]]) continue;
+        // A rank of s > 64 items offers at most ~64 thresholds, spread evenly over its lengths
+        // (each costs O(s)): O(64 · n) per round, not O(n²) when one rank holds everything.
+        const std::uint32_t first = rank_begin[r], stop = rank_begin[std::size_t{r} + 1];
+        const std::uint64_t s_r = stop - first;
+        std::uint64_t last_bucket = std::numeric_limits<std::uint64_t>::max();
+        for (std::uint32_t p = first; p < stop; ++p) {
+          if (p + 1 < stop && weights[held[p + 1]] == weights[held[p]]) continue;
+          if (s_r > max_thresholds && p + 1 < stop) {
+            const std::uint64_t bucket = std::uint64_t{p - first} * max_thresholds / s_r;
+            if (bucket == last_bucket) continue;
+            last_bucket = bucket;
+          }
           const std::size_t q = free_from(class_index(weights[held[p]]));
           if (q == classes) break;
           if (q == last) continue;
