@@ -2,6 +2,7 @@
 // lpt's while moving <= 25 % of the bytes lpt moves). Same-run baseline: lpt from scratch.
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/migrate.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -183,7 +184,17 @@ void BM_migrate_phase(benchmark::State& state) {
   state.counters["bytes_over_best"] =
       best_bytes == 0 ? 0.0 : static_cast<double>(r.moved_bytes) / static_cast<double>(best_bytes);
   state.counters["strategy_relabel"] = r.strategy == balance::migrate_strategy::relabel ? 1 : 0;
+  state.counters["strategy_regroup"] = r.strategy == balance::migrate_strategy::regroup ? 1 : 0;
   state.counters["target_reached"] = r.target_reached ? 1 : 0;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * ds.weights.size()));
+}
+
+// Baseline of the padded rows: `padded` alone on the same phase (the reference migrate starts from).
+void BM_padded_phase(benchmark::State& state) {
+  const int phase = static_cast<int>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(2));
+  const phase_dataset& ds = phase_data(phase, d);
+  for (auto _ : state) benchmark::DoNotOptimize(balance::padded_binary_search{}(ds.weights, d, cost::padded{}));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * ds.weights.size()));
 }
 
@@ -198,5 +209,6 @@ void phase_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_lpt_baseline)->Apply(base_args);
 BENCHMARK(BM_migrate)->Apply(args);
 BENCHMARK(BM_migrate_phase)->Apply(phase_args);
+BENCHMARK(BM_padded_phase)->Args({0, 1, 2560})->Args({1, 1, 2560})->Args({2, 1, 2560})->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

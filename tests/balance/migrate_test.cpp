@@ -144,7 +144,7 @@ std::vector<std::vector<length_t>> weights_per_rank(const problem& p, const part
 TEMPLATE_TEST_CASE("migrate: padded costs reach the better of padded and lpt, moving no more than it", "", cost::padded,
                    cost::padded_attention) {
   const TestType cost{};
-  std::size_t relabelled = 0;
+  std::size_t relabelled = 0, regrouped = 0;
   for (std::uint64_t seed = 0; seed < 150; ++seed) {
     instance in = random_instance(seed, 2, 40, seed % 2 == 1);
     const problem& p = in.p;
@@ -172,20 +172,87 @@ TEMPLATE_TEST_CASE("migrate: padded costs reach the better of padded and lpt, mo
       CHECK(r.moved_items == 0);  // already good enough: nothing moves
       continue;
     }
-    REQUIRE(r.strategy == balance::migrate_strategy::relabel);
+    REQUIRE((r.strategy == balance::migrate_strategy::relabel || r.strategy == balance::migrate_strategy::regroup));
     ++relabelled;
-    // The reference's ranks renamed (and equal weights exchanged): the same multisets of
-    // weights per rank, up to a permutation of the ranks, and never more bytes than it moves.
     const assignment& ref = max_of(pad) <= max_of(lp) ? pad : lp;
-    auto mine = weights_per_rank(p, r.placement.to_partition());
-    auto theirs = weights_per_rank(p, ref.to_partition());
-    std::sort(mine.begin(), mine.end());
-    std::sort(theirs.begin(), theirs.end());
-    CHECK(mine == theirs);
+    // The reference's ranks renamed (and equal weights exchanged), what the regrouping is
+    // measured against: the same multisets of weights per rank, up to a permutation of the ranks.
+    std::vector<rank_t> ref_bin(p.weights.size());
+    for (std::size_t i = 0; i < ref_bin.size(); ++i) ref_bin[i] = ref.where[i].rank;
+    const std::vector<std::uint64_t> bytes =
+        p.item_bytes.empty() ? std::vector<std::uint64_t>(p.weights.begin(), p.weights.end()) : in.bytes;
+    const auto renamed = balance::detail::relabel_to_origin(
+        ref_bin, p.origin, bytes, balance::detail::make_units(p.weights.size(), {}), p.weights, p.bins);
+    std::uint64_t renamed_bytes = 0;
+    for (std::size_t i = 0; i < renamed.size(); ++i)
+      if (renamed[i] != p.origin[i]) renamed_bytes += bytes[i];
+    CHECK(renamed_bytes <= bytes_moved(p, ref));
     CHECK(r.moved_bytes == bytes_moved(p, r.placement));
+    if (r.strategy == balance::migrate_strategy::relabel) {
+      auto mine = weights_per_rank(p, r.placement.to_partition());
+      auto theirs = weights_per_rank(p, ref.to_partition());
+      std::sort(mine.begin(), mine.end());
+      std::sort(theirs.begin(), theirs.end());
+      CHECK(mine == theirs);
+      CHECK(r.moved_bytes == renamed_bytes);
+      CHECK(r.reached_max == r.reference_max);
+    } else {
+      // The regrouping is taken only when it moves strictly fewer bytes than the renaming.
+      CHECK(r.moved_bytes < renamed_bytes);
+      ++regrouped;
+    }
     CHECK(r.moved_bytes <= bytes_moved(p, ref));
   }
   CHECK(relabelled >= 100);
+  CHECK(regrouped >= 20);  // the regrouping does win on random origins
+}
+
+TEMPLATE_TEST_CASE("migrate: the padded regrouping keeps every rank within the target and places every item", "",
+                   cost::padded, cost::padded_attention) {
+  const TestType cost{};
+  for (std::uint64_t seed = 0; seed < 120; ++seed) {
+    instance in = random_instance(seed, 2, 40, seed % 2 == 1);
+    const problem& p = in.p;
+    const std::vector<std::uint64_t> bytes =
+        p.item_bytes.empty() ? std::vector<std::uint64_t>(p.weights.begin(), p.weights.end()) : in.bytes;
+    const assignment ref = balance::padded_binary_search{}(p.weights, p.bins, cost);
+    const auto ref_l = bin_loads(ref, p.weights, cost);
+    const double eps = std::array<double, 3>{0.0, 0.001, 0.05}[seed % 3];
+    const double target = *std::max_element(ref_l.begin(), ref_l.end()) * (1 + eps);
+    INFO("seed " << seed << " bins " << p.bins << " items " << p.weights.size());
+    const auto dest = balance::detail::regroup_to_origin(p.weights, p.origin, bytes, p.bins, cost, ref, target,
+                                                         p.ranks_per_node, 1 + static_cast<int>(seed % 4));
+    REQUIRE(dest.size() == p.weights.size());  // the reference is within the target: never empty
+    for (const rank_t r : dest) REQUIRE(r < p.bins);
+    const auto loads = bin_loads(partition{p.bins, dest}, p.weights, cost);
+    CHECK(*std::max_element(loads.begin(), loads.end()) <= target);
+    // Deterministic.
+    CHECK(dest == balance::detail::regroup_to_origin(p.weights, p.origin, bytes, p.bins, cost, ref, target,
+                                                     p.ranks_per_node, 1 + static_cast<int>(seed % 4)));
+    // A target below a reference bin is refused (empty), not overrun.
+    if (*std::max_element(ref_l.begin(), ref_l.end()) > 0)
+      CHECK(balance::detail::regroup_to_origin(p.weights, p.origin, bytes, p.bins, cost, ref,
+                                               *std::max_element(ref_l.begin(), ref_l.end()) * 0.999, p.ranks_per_node,
+                                               1)
+                .empty());
+  }
+}
+
+TEST_CASE("migrate: padded costs with every item on one rank (large rank, bounded candidate work)") {
+  auto g = make_rng(5, 29);
+  const rank_t bins = 64;
+  std::vector<length_t> w(30000);
+  for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, 5000));  // thousands of lengths
+  const std::vector<rank_t> origin(w.size(), 3);                            // the problem holds spans: keep it alive
+  problem p{w, bins, {}, origin, {}, 8};
+  const cost::padded cost{};
+  const auto r = run_migrate(p, cost, 0.001);
+  REQUIRE_NOTHROW(r.placement.validate());
+  const auto loads = bin_loads(r.placement, w, cost);
+  CHECK(*std::max_element(loads.begin(), loads.end()) <= r.target_max);
+  CHECK(r.target_reached);
+  CHECK(r.moved_bytes <= bytes_moved(p, balance::padded_binary_search{}(w, bins, cost)));
+  CHECK(r.moved_bytes < std::accumulate(w.begin(), w.end(), std::uint64_t{0}));  // rank 3 keeps something
 }
 
 TEST_CASE("migrate: renaming the reference's ranks keeps the most bytes on tiny instances (brute force)") {
@@ -207,7 +274,7 @@ TEST_CASE("migrate: renaming the reference's ranks keeps the most bytes on tiny 
     const auto lp_l = bin_loads(lp, w, cost), pad_l = bin_loads(pad, w, cost);
     const bool use_pad = *std::max_element(pad_l.begin(), pad_l.end()) <= *std::max_element(lp_l.begin(), lp_l.end());
     const partition ref = (use_pad ? pad : lp).to_partition();
-    if (r.strategy != balance::migrate_strategy::relabel) continue;
+    if (r.strategy == balance::migrate_strategy::unload) continue;
     std::vector<rank_t> perm(bins);
     std::iota(perm.begin(), perm.end(), 0u);
     std::uint64_t best = std::numeric_limits<std::uint64_t>::max();
@@ -218,8 +285,8 @@ TEST_CASE("migrate: renaming the reference's ranks keeps the most bytes on tiny 
       best = std::min(best, bytes);
     } while (std::next_permutation(perm.begin(), perm.end()));
     // Greedy matching keeps at least half of what the best renaming keeps (a 1/2-approximate
-    // maximum-weight matching; the exchange of equal weights only adds), and never moves more
-    // than the reference itself.
+    // maximum-weight matching; the exchange of equal weights only adds; a regrouping is taken
+    // only when it keeps more still), and never moves more than the reference itself.
     std::uint64_t total = 0;
     for (length_t x : w) total += x;
     CHECK(2 * (total - r.moved_bytes) >= total - best);
