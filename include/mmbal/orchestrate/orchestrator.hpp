@@ -43,10 +43,11 @@ namespace mmbal::orchestrate {
 /// - `relabel`: run node-wise relabeling on every phase (default true); when false every
 ///   phase keeps the partitioner's batch order (σ = identity).
 /// - `relabel_tuning`: options of `relabel_nodewise` (defaults).
-/// - `threads`: threads that plan phases (and then the composed plans) concurrently, the
-///   calling thread included; 0 = the machine's hardware concurrency (default), 1 = plan on
-///   the calling thread only. No more threads than phases are started. The result is
-///   bit-identical for every value: phases are independent until composition.
+/// - `threads`: threads that run the plan's tasks (per phase its plan and its report, per
+///   encoder its composed plan and that plan's item bytes) concurrently, the calling thread
+///   included; 0 = the machine's hardware concurrency (default), 1 = plan on the calling
+///   thread only. No more threads than tasks (4 per encoder + 2) are started. The result is
+///   bit-identical for every value: every task writes its own fields.
 struct orchestrator_options {
   rank_t ranks = 0;
   rank_t ranks_per_node = 0;
