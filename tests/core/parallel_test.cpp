@@ -41,3 +41,56 @@ TEST_CASE("parallel_for_index rethrows the exception of the lowest failing index
     CHECK(finished.load() == 6);  // the other tasks still ran
   }
 }
+
+TEST_CASE("parallel_for_dag runs every task once, after all of its dependencies", "[core][parallel][concurrency]") {
+  for (const unsigned threads : {0u, 1u, 2u, 3u, 8u})
+    for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{40}}) {
+      INFO("threads " << threads << " count " << count);
+      // A fixed pseudo-random graph: task i waits for up to three lower indices.
+      std::vector<std::vector<std::size_t>> after(count);
+      for (std::size_t i = 1; i < count; ++i)
+        for (std::size_t k = 0; k < 3; ++k)
+          if ((i * 7 + k * 13) % 5 != 0) after[i].push_back((i * 31 + k * 17) % i);
+      std::vector<std::atomic<int>> calls(count);
+      std::atomic<int> violations{0};
+      const auto errors = mmbal::parallel_for_dag(count, threads, after, [&](std::size_t i) {
+        for (const std::size_t j : after[i])
+          if (calls[j].load() != 1) ++violations;
+        calls[i].fetch_add(1);
+      });
+      CHECK(violations.load() == 0);
+      REQUIRE(errors.size() == count);
+      for (std::size_t i = 0; i < count; ++i) {
+        CHECK(calls[i].load() == 1);
+        CHECK(!errors[i]);
+      }
+    }
+}
+
+TEST_CASE("parallel_for_dag skips the dependents of a failed task and reports its exception",
+          "[core][parallel][concurrency]") {
+  // 0 → 2 → 4; 1 → 3; task 2 throws: 4 is skipped, 0, 1, 3 run.
+  const std::vector<std::vector<std::size_t>> after{{}, {}, {0}, {1}, {2}};
+  for (const unsigned threads : {1u, 2u, 4u}) {
+    INFO("threads " << threads);
+    std::vector<std::atomic<int>> calls(5);
+    const auto errors = mmbal::parallel_for_dag(5, threads, after, [&](std::size_t i) {
+      calls[i].fetch_add(1);
+      if (i == 2) mmbal::detail::throw_invalid("task ", i, " failed");
+    });
+    CHECK(calls[0].load() == 1);
+    CHECK(calls[1].load() == 1);
+    CHECK(calls[2].load() == 1);
+    CHECK(calls[3].load() == 1);
+    CHECK(calls[4].load() == 0);
+    for (std::size_t i = 0; i < 5; ++i) CHECK(static_cast<bool>(errors[i]) == (i == 2));
+    CHECK_THROWS_WITH(std::rethrow_exception(errors[2]), Catch::Contains("task 2 failed"));
+  }
+}
+
+TEST_CASE("parallel_for_dag rejects dependencies on the same or a later task", "[core][parallel]") {
+  const auto noop = [](std::size_t) {};
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}, {1}}, noop), std::invalid_argument);
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{1}, {}}, noop), std::invalid_argument);
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}}, noop), std::invalid_argument);
+}

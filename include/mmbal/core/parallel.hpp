@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <memory>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -47,6 +49,62 @@ void parallel_for_index(std::size_t count, unsigned threads, Task&& task) {
   }  // joins
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+/// Runs `task(i)` for every i in [0, count) on up to `threads` threads (the calling thread is
+/// one of them; 0 = `resolve_threads(0)`), each thread claiming the next index in ascending
+/// order, where task i first waits until every task of `after[i]` has finished (all of them
+/// indices below i: since tasks are claimed in ascending order, a waiting task only waits for
+/// tasks that are already running, so it cannot deadlock). A task that throws is marked
+/// failed; a task any of whose `after` tasks failed (or was skipped) is skipped. Returns, per
+/// task, the exception it threw (null when it finished or was skipped): the caller chooses
+/// which to rethrow, independently of timing. With threads = 1 the tasks run in index order on
+/// the caller. Guarantee: the set of tasks that run is the same for every thread count.
+/// Throws `std::invalid_argument` (before running anything) when `after` has not `count`
+/// lists or a list names an index ≥ its own.
+template <class Task>
+[[nodiscard]] std::vector<std::exception_ptr> parallel_for_dag(std::size_t count, unsigned threads,
+                                                               const std::vector<std::vector<std::size_t>>& after,
+                                                               Task&& task) {
+  if (after.size() != count) throw std::invalid_argument("parallel_for_dag: one dependency list per task");
+  for (std::size_t i = 0; i < count; ++i)
+    for (const std::size_t j : after[i])
+      if (j >= i) throw std::invalid_argument("parallel_for_dag: a task may only wait for lower indices");
+  enum : int { pending = 0, finished = 1, failed = 2 };
+  const std::size_t workers = std::min<std::size_t>(resolve_threads(threads), count);
+  std::vector<std::exception_ptr> errors(count);
+  const std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[count]);
+  for (std::size_t i = 0; i < count; ++i) state[i].store(pending, std::memory_order_relaxed);
+  std::atomic<std::size_t> next{0};
+  auto drain = [&] {
+    for (std::size_t i = next++; i < count; i = next++) {
+      bool ready = true;
+      for (const std::size_t j : after[i]) {
+        int s = state[j].load(std::memory_order_acquire);
+        for (; s == pending; s = state[j].load(std::memory_order_acquire))
+          state[j].wait(pending, std::memory_order_acquire);
+        ready &= s == finished;
+      }
+      int result = failed;
+      if (ready) {
+        try {
+          task(i);
+          result = finished;
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+      state[i].store(result, std::memory_order_release);
+      state[i].notify_all();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    helpers.reserve(workers > 0 ? workers - 1 : 0);
+    for (std::size_t t = 1; t < workers; ++t) helpers.emplace_back(drain);
+    drain();
+  }  // joins
+  return errors;
 }
 
 }  // namespace mmbal

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <span>
@@ -42,10 +43,11 @@ namespace mmbal::orchestrate {
 /// - `relabel`: run node-wise relabeling on every phase (default true); when false every
 ///   phase keeps the partitioner's batch order (σ = identity).
 /// - `relabel_tuning`: options of `relabel_nodewise` (defaults).
-/// - `threads`: threads that plan phases (and then the composed plans) concurrently, the
-///   calling thread included; 0 = the machine's hardware concurrency (default), 1 = plan on
-///   the calling thread only. No more threads than phases are started. The result is
-///   bit-identical for every value: phases are independent until composition.
+/// - `threads`: threads that run the plan's tasks (per phase its plan and its report, per
+///   encoder its composed plan and that plan's item bytes) concurrently, the calling thread
+///   included; 0 = the machine's hardware concurrency (default), 1 = plan on the calling
+///   thread only. No more threads than tasks (4 per encoder + 2) are started. The result is
+///   bit-identical for every value: every task writes its own fields.
 struct orchestrator_options {
   rank_t ranks = 0;
   rank_t ranks_per_node = 0;
@@ -159,7 +161,7 @@ struct orchestration {
 
 /// Buffers `orchestrator::plan` reuses from one call to the next, owned by the caller (one per
 /// thread that plans): the node-wise relabeling's buffers of every phase (`relabel_workspace`,
-/// up to 64 B per item), so that the next step's plan does not fault in fresh pages. Holds no
+/// up to 32 B per item), so that the next step's plan does not fault in fresh pages. Holds no
 /// result: any workspace, fresh or used, gives the same plan.
 struct plan_workspace {
   std::vector<relabel_workspace> relabel;  ///< one per phase of the last plan
@@ -202,14 +204,17 @@ namespace detail {
 /// inter-node maximum nor changes its loads (as a multiset); composed bytes ≤ two-hop bytes
 /// per modality (an output that moves in one hop moves in at least one of the two).
 /// Deterministic: the same workload and configuration give bit-identical results on every
-/// rank, for any `threads`. Concurrency: the phases of step 1 run on up to
-/// `orchestrator_options::threads` threads, then the composed plans of step 2. `plan` is
+/// rank, for any `threads`. Concurrency: steps 1 and 2 form one task graph on up to
+/// `orchestrator_options::threads` threads (per phase its plan, then its report; per encoder
+/// its composed plan once its own and the LLM phase's plans are done; the largest phase
+/// starts first, and its composition and report run side by side at the end). `plan` is
 /// `const` and keeps no state: several threads may call it at once, each with its own output
 /// and `plan_workspace`. Memory: a caller that plans every step passes its previous
 /// orchestration and a `plan_workspace` back in, so the next step reuses their buffers.
 /// Complexity: per phase
 /// the partitioner's cost (O(n log n + n log d) for lpt) plus O(n log n + d log d) for
-/// relabeling and composition; wall time ≈ that of the largest phase where cores are free.
+/// relabeling and composition; wall time ≈ that of the largest phase plus the larger of its
+/// composition and report where cores are free.
 /// Memory O(n + d) per phase.
 /// @see OrchMLLM §6, §5.2.2 Alg. 3, §8.
 class orchestrator {
@@ -246,7 +251,7 @@ class orchestrator {
   /// modality-id order), then "llm". Throws `invalid_input` when a segment names a modality
   /// id the workload does not list.
   [[nodiscard]] static std::vector<std::string> phase_names(const workload& w) {
-    return scan_workload(w, std::nullopt);
+    return scan_workload(w, std::nullopt).names;
   }
 
   /// Plans one step for workload `w` (see the class comment). Throws `invalid_input` when a
@@ -259,11 +264,10 @@ class orchestrator {
     return out;
   }
 
-  /// The same into `out`, reusing its buffers, with a fresh workspace.
-  void plan(const workload& w, orchestration& out) const {
-    plan_workspace workspace;
-    plan(w, out, workspace);
-  }
+  /// The same into `out`, reusing its buffers, without a workspace: every phase's
+  /// relabeling buffers are freed as soon as that phase is relabeled (lower peak memory, and
+  /// the allocator can hand their pages to the tasks that follow on the same thread).
+  void plan(const workload& w, orchestration& out) const { plan_into(w, out, nullptr); }
 
   /// The same into `out`, reusing its buffers and those of `workspace`: pass the previous
   /// step's orchestration (once it is no longer needed) and the same workspace, and this
@@ -271,24 +275,95 @@ class orchestrator {
   /// rearrangements and composed plans (the steady-state path). The result equals `plan(w)`
   /// whatever `out` and `workspace` held; if planning throws, both are left valid but
   /// unspecified. One workspace serves one call at a time.
-  void plan(const workload& w, orchestration& out, plan_workspace& workspace) const {
-    const std::vector<std::string> names = scan_workload(w, options_.ranks);
-    const std::size_t encoders = names.size() - 1;
+  void plan(const workload& w, orchestration& out, plan_workspace& workspace) const { plan_into(w, out, &workspace); }
+
+ private:
+  /// `plan` with `workspace` (kept for the next call) or without one (nullptr).
+  void plan_into(const workload& w, orchestration& out, plan_workspace* workspace) const {
+    const workload_scan scan = scan_workload(w, options_.ranks);
+    const std::vector<std::string>& names = scan.names;
+    const std::size_t phases = names.size(), encoders = phases - 1, llm = encoders;
     out.ranks = options_.ranks;
     out.ranks_per_node = options_.ranks_per_node;
     out.samples = w.samples.size();
     out.bytes_per_token = options_.bytes_per_token;
-    out.phases.resize(names.size());
-    std::vector<relabel_workspace>& workspaces = workspace.relabel;
-    if (workspaces.size() < names.size()) workspaces.resize(names.size());
-    // The LLM phase (stored last) starts first: it has the most items.
-    parallel_for_index(names.size(), options_.threads, [&](std::size_t t) {
-      const std::size_t k = t == 0 ? encoders : t - 1;
-      plan_phase(w, names[k], workspaces[k], out.phases[k]);
-    });
+    out.phases.resize(phases);
     out.composed.resize(encoders);
-    parallel_for_index(encoders, options_.threads,
-                       [&](std::size_t k) { compose_phase(w, out.phases[k], out.phases.back(), out.composed[k]); });
+    if (workspace && workspace->relabel.size() < phases) workspace->relabel.resize(phases);
+
+    // One task graph (docs/DESIGN.md §5.5): every phase's plan ("core": items, balance,
+    // relabeling, forward rearrangement), then its report, and for every encoder its composed
+    // plan once its own and the LLM phase's cores are done; the composed plans' item bytes
+    // come from the workload alone and fill the gaps. Cores start largest first, reports and
+    // compositions smallest phase first, so the largest phase's composition and report run
+    // last, side by side. Every task writes its own fields only: the result does not depend
+    // on the order or the thread count.
+    enum class step { core, composed_bytes, compose, report };
+    struct task {
+      step what;
+      std::size_t phase;
+    };
+    std::vector<std::size_t> by_size(phases);
+    for (std::size_t k = 0; k < phases; ++k) by_size[k] = k;
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](std::size_t a, std::size_t b) { return scan.items[a] > scan.items[b]; });
+    std::vector<task> tasks;
+    std::vector<std::vector<std::size_t>> after;
+    std::vector<std::size_t> core_task(phases), bytes_task(encoders);
+    for (const std::size_t k : by_size) {
+      core_task[k] = tasks.size();
+      tasks.push_back({step::core, k});
+      after.emplace_back();
+    }
+    for (std::size_t k = 0; k < encoders; ++k) {
+      bytes_task[k] = tasks.size();
+      tasks.push_back({step::composed_bytes, k});
+      after.emplace_back();
+    }
+    for (auto it = by_size.rbegin(); it != by_size.rend(); ++it) {
+      const std::size_t k = *it;
+      if (k != llm) {
+        tasks.push_back({step::compose, k});
+        after.push_back({core_task[k], core_task[llm], bytes_task[k]});
+        std::sort(after.back().begin(), after.back().end());
+      }
+      tasks.push_back({step::report, k});
+      after.push_back({core_task[k]});
+    }
+    const std::vector<std::exception_ptr> errors =
+        parallel_for_dag(tasks.size(), options_.threads, after, [&](std::size_t i) {
+          const task& t = tasks[i];
+          switch (t.what) {
+            case step::core:
+              plan_phase(w, names[t.phase], workspace ? &workspace->relabel[t.phase] : nullptr, out.phases[t.phase]);
+              break;
+            case step::composed_bytes:
+              composed_item_bytes(w, names[t.phase], scan.items[t.phase], out.composed[t.phase]);
+              break;
+            case step::compose:
+              compose_phase(out.phases[t.phase], out.phases[llm], out.composed[t.phase]);
+              break;
+            case step::report:
+              report_phase(out.phases[t.phase]);
+              break;
+          }
+        });
+    // The error a serial plan meets first: a phase's (the LLM phase, then the encoders in plan
+    // order; its core before its report), then the composed plans' in plan order.
+    const auto rethrow = [&](step what, std::size_t phase) {
+      for (std::size_t i = 0; i < tasks.size(); ++i)
+        if (tasks[i].what == what && tasks[i].phase == phase && errors[i]) std::rethrow_exception(errors[i]);
+    };
+    for (std::size_t q = 0; q < phases; ++q) {
+      const std::size_t k = q == 0 ? llm : q - 1;
+      rethrow(step::core, k);
+      rethrow(step::report, k);
+    }
+    for (std::size_t k = 0; k < encoders; ++k) {
+      rethrow(step::composed_bytes, k);
+      rethrow(step::compose, k);
+    }
+
     out.composed_bytes = out.two_hop_bytes = out.composed_inter_node_bytes = out.two_hop_inter_node_bytes = 0;
     for (const composed_plan& c : out.composed) {
       out.composed_bytes += c.traffic.composed.moved_bytes;
@@ -300,6 +375,7 @@ class orchestrator {
         out, [](const phase_plan& p) { return p.fingerprint; }, [](const composed_plan& c) { return c.fingerprint; });
   }
 
+ public:
   /// The 64-bit fingerprint of an orchestration, recomputed from its plans: folds, in plan
   /// order, every phase's name, cost and algorithm name and `fingerprint(forward, item_bytes)`,
   /// then every composed plan's `fingerprint(composed, item_bytes)`, with
@@ -313,10 +389,16 @@ class orchestrator {
   }
 
  private:
+  /// The phase names of a workload in plan order and the item count of each phase.
+  struct workload_scan {
+    std::vector<std::string> names;
+    std::vector<std::size_t> items;
+  };
+
   /// One pass over `w`: checks every sample's rank (< `ranks`, when given) and every
-  /// segment's modality id, and returns the phase names (see `phase_names`).
-  [[nodiscard]] static std::vector<std::string> scan_workload(const workload& w, std::optional<rank_t> ranks) {
-    std::vector<bool> present(w.modalities.size(), false);
+  /// segment's modality id, and returns the phase names (see `phase_names`) and item counts.
+  [[nodiscard]] static workload_scan scan_workload(const workload& w, std::optional<rank_t> ranks) {
+    std::vector<std::size_t> segments(w.modalities.size(), 0);
     for (std::size_t i = 0; i < w.samples.size(); ++i) {
       const sample& s = w.samples[i];
       if (ranks && s.rank >= *ranks)
@@ -327,14 +409,18 @@ class orchestrator {
           mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
                                        unsigned{g.modality}, " but the workload names ", w.modalities.size(),
                                        " modalities");
-        present[g.modality] = true;
+        ++segments[g.modality];
       }
     }
-    std::vector<std::string> names;
+    workload_scan out;
     for (std::size_t m = 1; m < w.modalities.size(); ++m)
-      if (present[m]) names.push_back(w.modalities[m]);
-    names.emplace_back("llm");
-    return names;
+      if (segments[m] > 0) {
+        out.names.push_back(w.modalities[m]);
+        out.items.push_back(segments[m]);
+      }
+    out.names.emplace_back("llm");
+    out.items.push_back(w.samples.size());
+    return out;
   }
 
   /// Folds the header, the phase parts and the composed parts (see `plan_fingerprint`).
@@ -352,21 +438,33 @@ class orchestrator {
     return combine_fingerprints(parts);
   }
 
-  /// The composed encoder→LLM plan of encoder phase `e` into `c` (see `compose_to_llm`).
-  void compose_phase(const workload& w, const phase_plan& e, const phase_plan& llm, composed_plan& c) const {
+  /// The composed plan's item bytes of encoder phase `name` (`count` segments) into `c`: the
+  /// LLM tokens of every segment of the modality, in phase item order (input order), read
+  /// from the workload alone so that this runs before the phase is planned.
+  void composed_item_bytes(const workload& w, const std::string& name, std::size_t count, composed_plan& c) const {
+    const modality_id m = *w.find_modality(name);
+    c.item_bytes.resize(count);
+    std::size_t i = 0;
+    for (const sample& s : w.samples)
+      for (const segment& g : s.segments)
+        if (g.modality == m) {
+          c.item_bytes[i] = mmbal::detail::token_bytes(g.llm_tokens, options_.bytes_per_token, name, i);
+          ++i;
+        }
+  }
+
+  /// The composed encoder→LLM plan of encoder phase `e` into `c` (see `compose_to_llm`);
+  /// `c.item_bytes` is already set (`composed_item_bytes`).
+  void compose_phase(const phase_plan& e, const phase_plan& llm, composed_plan& c) const {
     c.modality = e.name;
     compose_to_llm(e.items, e.forward, llm.forward, plan_validation::trusted, c.composed);  // valid by construction
-    c.item_bytes.resize(e.items.size());
-    for (std::size_t i = 0; i < e.items.size(); ++i) {
-      const segment& g = w.samples[e.items.sample_of[i]].segments[e.items.segment_of[i]];
-      c.item_bytes[i] = mmbal::detail::token_bytes(g.llm_tokens, options_.bytes_per_token, e.name, i);
-    }
     c.traffic = compare_composition(c.composed, e.forward.source, c.item_bytes, options_.ranks_per_node);
     c.fingerprint = fingerprint(c.composed, c.item_bytes);
   }
 
-  /// Plans phase `name` into `p` (every field is overwritten; buffers are reused).
-  void plan_phase(const workload& w, const std::string& name, relabel_workspace& workspace, phase_plan& p) const {
+  /// Plans phase `name` into `p`: every field but the report and the fingerprint
+  /// (`report_phase`) is overwritten; buffers are reused.
+  void plan_phase(const workload& w, const std::string& name, relabel_workspace* workspace, phase_plan& p) const {
     const rank_t d = options_.ranks;
     p.name = name;
     p.policy = policy(name);
@@ -405,7 +503,7 @@ class orchestrator {
     }
     if (options_.relabel) {
       p.relabel =
-          relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning, &workspace);
+          relabel_nodewise(unlabeled, p.item_bytes, options_.ranks_per_node, options_.relabel_tuning, workspace);
     } else {
       p.relabel.rank_of_batch.resize(d);
       for (rank_t j = 0; j < d; ++j) p.relabel.rank_of_batch[j] = j;
@@ -415,9 +513,14 @@ class orchestrator {
     }
     p.forward = p.relabel.is_identity() ? std::move(unlabeled)
                                         : apply_relabeling(std::move(unlabeled), p.relabel.rank_of_batch);
+  }
 
+  /// The report and fingerprint of phase `p`, planned by `plan_phase`.
+  void report_phase(phase_plan& p) const {
+    const rank_t d = options_.ranks;
+    const std::size_t n = p.items.size();
     phase_report& r = p.report;
-    r.name = name;
+    r.name = p.name;
     r.cost = p.policy.balancer.cost_name();
     r.algorithm = p.policy.balancer.name();
     r.items = n;

@@ -132,8 +132,16 @@ struct relabel_model {
   std::vector<std::pair<rank_t, std::uint64_t>> rank_vol;  ///< sorted by rank within a batch
   std::vector<std::size_t> node_first;                     ///< CSR per batch over (source node, bytes)
   std::vector<std::pair<rank_t, std::uint64_t>> node_vol;  ///< sorted by node within a batch
-  std::vector<std::size_t> by_node_first;                  ///< CSR per node: batches with bytes from it
-  std::vector<std::pair<rank_t, std::uint64_t>> by_node;   ///< (batch, bytes from the node)
+  /// Per node m, the batches with bytes from it that a swap search can pick as partners
+  /// (`improve`): when at most `top_keep` batches have bytes from m (`node_batches[m]`), all
+  /// of them in ascending batch order; otherwise the `top_keep` with the most bytes from m
+  /// (ties: lower batch), in that order. CSR over `top_first`. A full transpose of `node_vol`
+  /// held the same information at 16 B per (batch, node) pair; the search never reads
+  /// beyond its `partner_candidates` best plus the node's own c batches.
+  std::uint32_t top_keep = 0;
+  std::vector<std::size_t> node_batches;              ///< batches with bytes from node m
+  std::vector<std::size_t> top_first;                 ///< CSR per node over `top`
+  std::vector<std::pair<rank_t, std::uint64_t>> top;  ///< (batch, bytes from the node)
 
   [[nodiscard]] rank_t node_of(rank_t q) const noexcept { return q / c; }
   [[nodiscard]] rank_t node_begin(rank_t m) const noexcept { return m * c; }
@@ -149,61 +157,60 @@ struct relabel_model {
   /// Inter-node bytes batch j receives when it sits on node m.
   [[nodiscard]] std::uint64_t recv_at(rank_t j, rank_t m) const noexcept { return in[j] - from_node(j, m); }
 
-  /// Counting-sort record: an item's source rank and bytes, grouped by batch.
-  struct entry {
-    rank_t source;
-    std::uint64_t bytes;
-  };
-
   relabel_model() = default;
-  relabel_model(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node) {
-    std::vector<entry> items;
-    build(r, bytes, ranks_per_node, items, false);
+  /// The model of `r`; `keep` = `top_keep` (see there), by default what `relabel_nodewise`
+  /// keeps with default options and c ranks per node.
+  relabel_model(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node,
+                std::uint32_t keep = 0) {
+    build(r, bytes, ranks_per_node, keep ? keep : default_keep(ranks_per_node));
   }
 
-  /// (Re)builds the model of `r`, reusing the capacity of every member and of the sort buffer
-  /// `items`; with `keep_buffers` false `items` is freed as soon as it is done (lower peak
-  /// memory for a one-off model).
-  void build(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node,
-             std::vector<entry>& items, bool keep_buffers) {
+  /// What `relabel_nodewise` keeps with `options`: `partner_candidates` + c (saturating).
+  [[nodiscard]] static std::uint32_t default_keep(rank_t ranks_per_node, const relabel_options& options = {}) noexcept {
+    const std::uint64_t k = std::uint64_t{options.partner_candidates} + ranks_per_node;
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(k, std::numeric_limits<std::uint32_t>::max()));
+  }
+
+  /// (Re)builds the model of `r`, reusing the capacity of every member; `keep` = `top_keep`.
+  void build(const rearrangement& r, std::span<const std::uint64_t> bytes, rank_t ranks_per_node, std::uint32_t keep) {
     d = r.ranks;
     c = ranks_per_node;
     nodes = (r.ranks + ranks_per_node - 1) / ranks_per_node;
+    top_keep = std::max<std::uint32_t>(1, std::min<std::uint32_t>(keep, d));
     const std::size_t n = r.size();
     in.assign(d, 0);
     out.assign(d, 0);
     // One counting sort of (source rank, bytes) by batch, then per batch a dense accumulator
-    // over the source ranks read back in ascending rank. It replaced a three-pass radix sort
-    // on (batch, source): one scatter instead of three, and no second buffer (fresh pages
-    // cost more than the passes, about 2 µs each on a VM).
+    // over the source ranks read back in ascending rank. The sort writes into `rank_vol`
+    // itself and every batch's merged list is written back over its own records (a batch
+    // never has more sources than items, and its records are read before it writes): no
+    // separate 16 B-per-item sort buffer, the largest fresh allocation of the model.
     std::vector<std::size_t> first(d + std::size_t{1}, 0);
     for (std::size_t i = 0; i < n; ++i) ++first[r.destination[i].rank + std::size_t{1}];
     for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
-    items.resize(n);
+    rank_vol.resize(n);
     {
       std::vector<std::size_t> at(first.begin(), first.end() - 1);
-      for (std::size_t i = 0; i < n; ++i) items[at[r.destination[i].rank]++] = entry{r.source[i].rank, bytes[i]};
+      for (std::size_t i = 0; i < n; ++i) rank_vol[at[r.destination[i].rank]++] = {r.source[i].rank, bytes[i]};
     }
-    rank_vol.clear();
     node_vol.clear();
-    rank_vol.reserve(n);
     node_vol.reserve(n);
     rank_first.assign(1, 0);
     node_first.assign(1, 0);
-    std::vector<std::size_t> node_count(nodes + std::size_t{1}, 0);
     std::vector<std::uint64_t> sum(d, 0);               // bytes of the current batch per source rank
     std::vector<std::uint64_t> seen((d + 63) / 64, 0);  // bitmap of its source ranks
     std::vector<rank_t> touched;
+    std::size_t written = 0;
     for (rank_t j = 0; j < d; ++j) {
       touched.clear();
       for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
-        const entry& e = items[k];
-        if (e.bytes == 0) continue;
-        if (sum[e.source] == 0) {
-          touched.push_back(e.source);
-          seen[e.source / 64] |= std::uint64_t{1} << (e.source % 64);
+        const auto [src, b] = rank_vol[k];
+        if (b == 0) continue;
+        if (sum[src] == 0) {
+          touched.push_back(src);
+          seen[src / 64] |= std::uint64_t{1} << (src % 64);
         }
-        sum[e.source] += e.bytes;
+        sum[src] += b;
       }
       // Source ranks in ascending order: scan the bitmap when the batch touches many ranks,
       // sort the few otherwise (keeps the build O(n log n) when d is huge).
@@ -211,14 +218,12 @@ struct relabel_model {
         const std::uint64_t b = std::exchange(sum[src], 0);
         in[j] += b;
         out[src] += b;
-        rank_vol.emplace_back(src, b);
+        rank_vol[written++] = {src, b};
         const rank_t m = src / c;
-        if (node_vol.size() > node_first.back() && node_vol.back().first == m) {
+        if (node_vol.size() > node_first.back() && node_vol.back().first == m)
           node_vol.back().second += b;
-        } else {
+        else
           node_vol.emplace_back(m, b);
-          ++node_count[m + std::size_t{1}];
-        }
       };
       if (touched.size() * 8 >= seen.size()) {
         for (std::size_t wd = 0; wd < seen.size(); ++wd)
@@ -231,17 +236,53 @@ struct relabel_model {
           emit(src);
         }
       }
-      rank_first.push_back(rank_vol.size());
+      rank_first.push_back(written);
       node_first.push_back(node_vol.size());
     }
-    if (!keep_buffers) items = {};
-    by_node_first.assign(nodes + std::size_t{1}, 0);
-    for (rank_t m = 0; m < nodes; ++m) by_node_first[m + 1] = by_node_first[m] + node_count[m + 1];
-    by_node.resize(by_node_first.back());
-    std::vector<std::size_t> at(by_node_first.begin(), by_node_first.end() - 1);
-    for (rank_t j = 0; j < d; ++j)  // ascending j inside every node's list
-      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k)
-        by_node[at[node_vol[k].first]++] = {j, node_vol[k].second};
+    rank_vol.resize(written);
+    build_top();
+  }
+
+ private:
+  /// `node_batches`, `top_first` and `top` from `node_vol`: one pass in ascending batch order;
+  /// every node keeps its first `top_keep` entries and then replaces its weakest entry
+  /// whenever a later batch sends strictly more (a later batch loses ties). O(entries +
+  /// replacements · top_keep).
+  void build_top() {
+    node_batches.assign(nodes, 0);
+    for (const auto& e : node_vol) ++node_batches[e.first];
+    top_first.assign(nodes + std::size_t{1}, 0);
+    for (rank_t m = 0; m < nodes; ++m)
+      top_first[m + 1] = top_first[m] + std::min<std::size_t>(node_batches[m], top_keep);
+    top.resize(top_first.back());
+    std::vector<std::uint32_t> size(nodes, 0), weakest(nodes, 0);  // weakest: index in the node's list
+    for (rank_t j = 0; j < d; ++j)
+      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) {
+        const auto [m, vol] = node_vol[k];
+        const auto list = top.begin() + static_cast<std::ptrdiff_t>(top_first[m]);
+        if (size[m] < top_keep) {
+          list[size[m]++] = {j, vol};
+          if (size[m] == top_keep) weakest[m] = weakest_of(list, top_keep);
+        } else if (vol > list[weakest[m]].second) {
+          list[weakest[m]] = {j, vol};
+          weakest[m] = weakest_of(list, top_keep);
+        }
+      }
+    for (rank_t m = 0; m < nodes; ++m)
+      if (node_batches[m] > top_keep)
+        std::sort(top.begin() + static_cast<std::ptrdiff_t>(top_first[m]),
+                  top.begin() + static_cast<std::ptrdiff_t>(top_first[m + 1]), [](const auto& a, const auto& b) {
+                    return a.second != b.second ? a.second > b.second : a.first < b.first;
+                  });
+  }
+
+  /// The entry that sorts last by (bytes descending, batch ascending).
+  template <class It>
+  [[nodiscard]] static std::uint32_t weakest_of(It list, std::uint32_t size) {
+    std::uint32_t w = 0;
+    for (std::uint32_t i = 1; i < size; ++i)
+      if (list[i].second < list[w].second || (list[i].second == list[w].second && list[i].first > list[w].first)) w = i;
+    return w;
   }
 };
 
@@ -489,10 +530,9 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
                              std::span<const rank_t> low_in) {
   const std::uint32_t cap = opt.max_iterations ? opt.max_iterations : 4 * md.nodes + 64;
   std::vector<rank_t> cand;
-  std::vector<std::uint32_t> mark(md.d, 0);
   std::vector<std::uint64_t> score(md.d, 0), recv1, recv2;
   std::vector<std::pair<std::size_t, std::size_t>> own_on_m1;
-  std::uint32_t stamp = 0, swaps = 0;
+  std::uint32_t swaps = 0;
   while (swaps < cap) {
     const auto top = std::max_element(st.cost.begin(), st.cost.end());
     const std::uint64_t M = *top;
@@ -500,27 +540,28 @@ inline std::uint32_t improve(relabel_state& st, const relabel_model& md, const r
     const rank_t m1 = static_cast<rank_t>(top - st.cost.begin());
     // Partners: batches holding bytes from m1's ranks (moving them in cuts m1's sends), and
     // the batches with the least incoming bytes (they cut m1's receives).
-    ++stamp;
     cand.clear();
-    for (std::size_t k = md.by_node_first[m1]; k < md.by_node_first[m1 + 1]; ++k) {
-      const auto [j, vol] = md.by_node[k];
-      if (st.node_of_batch[j] != m1 && mark[j] != stamp) {
-        mark[j] = stamp;
+    for (std::size_t k = md.top_first[m1]; k < md.top_first[m1 + 1]; ++k) {
+      const auto [j, vol] = md.top[k];
+      if (st.node_of_batch[j] != m1) {
         score[j] = vol;
         cand.push_back(j);
       }
     }
     std::uint32_t extra = 0;
     // Keep the partners that relieve m1's sends most (ties by id), and the low-volume ones.
+    // A complete list is in batch order; a truncated one is already in that order and holds
+    // the best `partner_candidates` of those off m1 (m1 holds at most c of its entries).
     if (cand.size() > opt.partner_candidates) {
-      std::partial_sort(cand.begin(), cand.begin() + opt.partner_candidates, cand.end(),
-                        [&](rank_t a, rank_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
+      if (md.node_batches[m1] <= md.top_keep)
+        std::partial_sort(cand.begin(), cand.begin() + opt.partner_candidates, cand.end(),
+                          [&](rank_t a, rank_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
       cand.resize(opt.partner_candidates);
     }
     for (rank_t j : low_in) {
       if (extra >= opt.low_volume_candidates) break;
-      if (st.node_of_batch[j] == m1 || mark[j] == stamp) continue;
-      mark[j] = stamp;
+      // Skip batches on m1 and those with bytes from m1 (partner candidates, kept or not).
+      if (st.node_of_batch[j] == m1 || md.from_node(j, m1) != 0) continue;
       cand.push_back(j);
       ++extra;
     }
@@ -656,11 +697,10 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 
 /// Scratch memory of `relabel_nodewise`, kept between calls: pass the same workspace to every
 /// call (one per concurrent caller) and later calls reuse its buffers instead of faulting in
-/// fresh pages (up to 64 B per item of the largest rearrangement). Contents are opaque; results
+/// fresh pages (up to 32 B per item of the largest rearrangement). Contents are opaque; results
 /// never depend on what a workspace held before.
 struct relabel_workspace {
   detail::relabel_model model;
-  std::vector<detail::relabel_model::entry> items;
 };
 
 /// Node-wise relabeling heuristic (OrchMLLM Alg. 3 without an ILP solver).
@@ -706,7 +746,7 @@ struct relabel_workspace {
 
   relabel_workspace local;
   relabel_workspace& ws = workspace ? *workspace : local;
-  ws.model.build(r, item_bytes, ranks_per_node, ws.items, workspace != nullptr);
+  ws.model.build(r, item_bytes, ranks_per_node, detail::relabel_model::default_keep(ranks_per_node, options));
   const detail::relabel_model& md = ws.model;
   std::vector<rank_t> low_in(md.d);
   std::iota(low_in.begin(), low_in.end(), rank_t{0});
