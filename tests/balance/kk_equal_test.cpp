@@ -215,7 +215,7 @@ TEST_CASE("kk equal count on random instances with >= 2 items per bin: never wor
 TEST_CASE("kk equal count: a local optimum of the pair and triple re-splits is left (seed 3097)", "[balance][kk]") {
   // n = 36, d = 9, attention: with 2d + 16 re-split attempts kk stopped at 27,361.6, 0.7 %
   // above capped lpt (27,172.0): every round tries 8 pairs and 28 triples, so the budget ran
-  // out before the triple that helps. With 4d + 64 it ends at or below lpt.
+  // out before the triple that helps. With 2d + 52 it ends at or below lpt.
   const test::instance in = test::random_instance(3097, 3000);
   REQUIRE(in.weights.size() == 36);
   REQUIRE(in.bins == 9);

@@ -48,12 +48,13 @@ namespace mmbal::balance {
 /// by complete differencing of the pair differences, CKK, ≤ 256 nodes), then, for ≤ 64 pooled
 /// items, by the complete search `detail::resplit_search` started from that result (exact
 /// unless it runs out of 1,024 nodes). If no partner helps, the costliest bin and two of its 8
-/// cheapest partners (≤ 64 pooled items) are re-split three ways the same way. The new parts hold ⌊q/w⌋ or ⌈q/w⌉
-/// of the q pooled items, so the counts stay within ⌊n/d⌋..⌈n/d⌉. The first re-split whose
-/// parts all end below the costliest bin is taken; it stops when the costliest bin gains from
-/// no group or after 4d + 64 re-split attempts. Every accepted step lowers the sorted load vector
-/// lexicographically, so it terminates. Capped LPT is never run: differencing plus exact
-/// local re-splits.
+/// cheapest partners (≤ 64 pooled items) are re-split three ways the same way. The new parts
+/// hold ⌊q/w⌋ or ⌈q/w⌉ of the q pooled items, so the counts stay within ⌊n/d⌋..⌈n/d⌉. The
+/// first re-split whose parts all end below the costliest bin is taken; it stops when the
+/// costliest bin gains from no group or after 2d + 52 re-split attempts (2d + 16 and one full
+/// round of 8 pairs and 28 triples). Every accepted step lowers the sorted load vector
+/// lexicographically, so it terminates. Capped LPT is never run: differencing plus exact local
+/// re-splits.
 ///
 /// Index back-tracking: a subset is a (cost, head, tail) of an intrusive singly linked list
 /// over the items (`next[item]`); joining two subsets links one list behind the other in
@@ -69,7 +70,7 @@ namespace mmbal::balance {
 /// - Complexity: O(n log n) for the heap of tuples plus, per combination, O(k + o log o) with
 ///   k the non-empty subsets of the two tuples (≤ 2d) and o those that meet (both sides
 ///   non-empty): the rest are two already sorted runs, merged; equal-count: five
-///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 4d + 64 re-splits of
+///   differencing runs, O(n log n + 5 · (n/d) · d log d), plus ≤ 2d + 52 re-splits of
 ///   O(q log q + 5 · 256 · q) each (q = the pooled items, ≤ 3⌈n/d⌉; the CKK budget applies
 ///   when a two-way split has ≤ 64 pairs, the search's 1,024 nodes of O(w) when q ≤ 64).
 /// - Slot order: the order of the subset's linked list (the combination order); equal counts:
@@ -364,7 +365,8 @@ struct karmarkar_karp {
     // `budget` re-splits. Every accepted step lowers the sorted load vector lexicographically
     // (one bin at the maximum leaves it, no bin reaches it), so it terminates.
     constexpr std::size_t partners = 8, triple_partners = 8, exact_units = 64, split_nodes = 1024;
-    std::size_t budget = 4 * std::size_t{bins} + 64;
+    // 2d + 16, plus one full round (every pair and triple), so the last round is never cut short.
+    std::size_t budget = 2 * std::size_t{bins} + 16 + partners + triple_partners * (triple_partners - 1) / 2;
     std::set<std::pair<double, rank_t>> by_load;
     for (rank_t b = 0; b < bins; ++b) by_load.emplace(load[b], b);
     std::vector<std::uint32_t> pooled;
