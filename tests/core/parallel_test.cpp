@@ -90,7 +90,7 @@ TEST_CASE("parallel_for_dag skips the dependents of a failed task and reports it
 
 TEST_CASE("parallel_for_dag rejects dependencies on the same or a later task", "[core][parallel]") {
   const auto noop = [](std::size_t) {};
-  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}, {1}}, noop), std::invalid_argument);
-  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{1}, {}}, noop), std::invalid_argument);
-  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}}, noop), std::invalid_argument);
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}, {1}}, noop), mmbal::invalid_input);
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{1}, {}}, noop), mmbal::invalid_input);
+  CHECK_THROWS_AS(mmbal::parallel_for_dag(2, 2, {{}}, noop), mmbal::invalid_input);
 }

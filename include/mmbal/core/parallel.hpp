@@ -4,12 +4,13 @@
 /// No pool, no queue library: planning runs once per training step and has a handful of
 /// coarse tasks, so starting a few threads per call costs microseconds against milliseconds.
 
+#include <mmbal/core/error.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -60,16 +61,17 @@ void parallel_for_index(std::size_t count, unsigned threads, Task&& task) {
 /// task, the exception it threw (null when it finished or was skipped): the caller chooses
 /// which to rethrow, independently of timing. With threads = 1 the tasks run in index order on
 /// the caller. Guarantee: the set of tasks that run is the same for every thread count.
-/// Throws `std::invalid_argument` (before running anything) when `after` has not `count`
+/// Throws `invalid_input` (before running anything) when `after` has not `count`
 /// lists or a list names an index ≥ its own.
 template <class Task>
 [[nodiscard]] std::vector<std::exception_ptr> parallel_for_dag(std::size_t count, unsigned threads,
                                                                const std::vector<std::vector<std::size_t>>& after,
                                                                Task&& task) {
-  if (after.size() != count) throw std::invalid_argument("parallel_for_dag: one dependency list per task");
+  if (after.size() != count)
+    detail::throw_invalid("parallel_for_dag: ", after.size(), " dependency lists for ", count, " tasks");
   for (std::size_t i = 0; i < count; ++i)
     for (const std::size_t j : after[i])
-      if (j >= i) throw std::invalid_argument("parallel_for_dag: a task may only wait for lower indices");
+      if (j >= i) detail::throw_invalid("parallel_for_dag: task ", i, " waits for task ", j, " (only lower indices)");
   enum : int { pending = 0, finished = 1, failed = 2 };
   const std::size_t workers = std::min<std::size_t>(resolve_threads(threads), count);
   std::vector<std::exception_ptr> errors(count);

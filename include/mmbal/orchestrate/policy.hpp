@@ -218,13 +218,12 @@ inline constexpr double default_llm_beta = 1.54e-5;
 
 /// The default policy of a phase, following OrchMLLM §8:
 ///
-/// | phase            | cost                          | partitioner            | why |
-/// |---|---|---|---|
-/// | `llm`            | `attention{1, 1.54e-5}`       | `lpt`                  | full interleaved length, no padding,
-/// quadratic attention term | | `image`, `video` | `tokens`                      | `lpt`                  | ViT patches
-/// batched along the sequence, no padding | | `audio`          | `padded`                      | `padded_binary_search`
-/// | Whisper batches clips with padding (OrchMLLM Alg. 2) | | any other        | `tokens`                      | `lpt`
-/// | unknown encoder: unpadded |
+/// - `llm`: `attention{1, 1.54e-5}` + `lpt` — the full interleaved length, no padding, a
+///   quadratic attention term;
+/// - `image`, `video`: `tokens` + `lpt` — ViT patches batched along the sequence, no padding;
+/// - `audio`: `padded` + `padded_binary_search` — Whisper batches clips with padding (OrchMLLM
+///   Alg. 2);
+/// - any other phase: `tokens` + `lpt` — an unknown encoder, taken as unpadded.
 ///
 /// No constraints by default. @see OrchMLLM §8 "Input preprocessing", Alg. 1, Alg. 2.
 [[nodiscard]] inline phase_policy default_policy(std::string_view phase) {
