@@ -59,6 +59,13 @@ TEST_CASE("assembly layout: samples in LLM slot order, segments in sequence orde
   const std::vector<location> expect{{0, 1}, {0, 2}, {0, 0}};
   CHECK(lay.where == expect);
   CHECK(lay.bins == 2);
+  // The same items listed in reverse (a sample's segments out of sequence order): the layout
+  // follows the segment index, not the item order.
+  mmbal::phase_items reversed = enc;
+  for (auto* v : {&reversed.weights, &reversed.origin, &reversed.sample_of, &reversed.segment_of})
+    std::reverse(v->begin(), v->end());
+  const std::vector<location> expect_reversed{expect[2], expect[1], expect[0]};
+  CHECK(mmbal::assembly_layout(reversed, llm).where == expect_reversed);
 }
 
 TEST_CASE("Π_E then composed == Π_M on assembled samples; two hops agree; backward restores", "[rearrange][compose]") {

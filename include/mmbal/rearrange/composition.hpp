@@ -57,23 +57,25 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
                             " but the LLM rearrangement has ", llm.size(), " samples");
   // Encoder items grouped by sample (counting sort, ascending id), then by segment index
   // inside each sample (tiny lists), then dealt out by walking every LLM rank's slots: O(n +
-  // samples), no global comparison sort.
+  // samples), no global comparison sort. 32-bit offsets (n < 2^32, checked above) and the
+  // offsets themselves as the fill cursors: a fresh plan faults in every page it touches.
   const std::size_t samples = llm.size();
-  std::vector<std::size_t> first(samples + 1, 0);
+  std::vector<std::uint32_t> first(samples + 1, 0);
   for (std::size_t i = 0; i < n; ++i) ++first[encoder.sample_of[i] + std::size_t{1}];
   for (std::size_t s = 0; s < samples; ++s) first[s + 1] += first[s];
   std::vector<item_id> by_sample(n);
-  {
-    std::vector<std::size_t> pos(first.begin(), first.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) by_sample[pos[encoder.sample_of[i]]++] = static_cast<item_id>(i);
-  }
+  for (std::size_t i = 0; i < n; ++i) by_sample[first[encoder.sample_of[i]]++] = static_cast<item_id>(i);
+  for (std::size_t s = samples; s > 0; --s) first[s] = first[s - 1];  // every cursor ended on the next start
+  first[0] = 0;
+  const auto by_segment = [&](item_id x, item_id y) {
+    return encoder.segment_of[x] != encoder.segment_of[y] ? encoder.segment_of[x] < encoder.segment_of[y] : x < y;
+  };
   for (std::size_t s = 0; s < samples; ++s) {
     const auto b = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s]);
     const auto e = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s + 1]);
-    if (e - b > 1)  // segment order; duplicate (sample, segment) pairs are malformed but stay deterministic
-      std::sort(b, e, [&](item_id x, item_id y) {
-        return encoder.segment_of[x] != encoder.segment_of[y] ? encoder.segment_of[x] < encoder.segment_of[y] : x < y;
-      });
+    // Segment order; duplicate (sample, segment) pairs are malformed but stay deterministic.
+    // Items from `encoder_phase_items` already run in it: check before sorting.
+    if (e - b > 1 && !std::is_sorted(b, e, by_segment)) std::sort(b, e, by_segment);
   }
   // Samples in LLM slot order on every rank (llm.destination is a valid layout: validated by
   // the caller or below).
