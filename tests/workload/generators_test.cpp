@@ -673,8 +673,10 @@ TEST_CASE("generators: LLaVA variants, long-audio stress, heavy-tail and text-on
 TEST_CASE("generators: tiny MP packs are generated with a bounded piece pool", "[workload][generators][pack]") {
   // Found by fuzz/fuzz_tool (`mmbal generate --family longctx --pack-tokens 99`): a tiny pack
   // cuts every document into tiny pieces, and one refill of the pool (200,000 documents by
-  // default) needed billions of them — minutes and gigabytes. With the cap each refill holds
-  // at most 64 pieces per document drawn; every pack still sums to exactly its length.
+  // default) needed billions of them — minutes and gigabytes. With the caps each refill holds
+  // at most 64 pieces per document drawn and 512 packs' worth (512 · L pieces; session 13:
+  // the first cap alone still made 12.8 M pieces for one 99-token pack), plus the last
+  // document's pieces; every pack still sums to exactly its length.
   const std::pair<mmbal::doc_length_source, std::uint32_t> cases[] = {{mmbal::doc_length_source::magiattention, 99},
                                                                       {mmbal::doc_length_source::heavy_tail, 1000}};
   for (const auto& [source, len] : cases) {
@@ -686,6 +688,9 @@ TEST_CASE("generators: tiny MP packs are generated with a bounded piece pool", "
       std::uint64_t total = 0;
       for (const mmbal::sample& s : w.samples) total += s.llm_length();
       CHECK(total == len);
+      const std::size_t chunk = len / 4, longest_doc = std::size_t{4} << 20;  // heavy tail ≤ 4 Mi
+      CHECK(packs.pool_pieces() > 0);
+      CHECK(packs.pool_pieces() <= 512 * std::size_t{len} + longest_doc / chunk + 1);
     }
   }
 }

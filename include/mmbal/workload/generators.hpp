@@ -140,7 +140,8 @@ struct pack_options {
   double mp_span_lo = 0.2;  ///< MP: spans take U(lo, hi) of a multimodal document
   double mp_span_hi = 0.9;
   /// MP: documents drawn per refill of the piece pool (fewer once the pool holds 64 × this many
-  /// pieces, which only very small packs reach)
+  /// pieces or 512 × pack_tokens pieces, which only small packs reach: below ≈ 2 K tokens with
+  /// MagiAttention's lengths, ≈ 16 K with the heavy tail)
   std::uint32_t docs_per_refill = 200000;
   /// MP: where document lengths come from. With `mm_doc_fraction = 0` MP packs are the
   /// pure-text `causal_document` control of docs/WORKLOADS.md.
@@ -615,7 +616,8 @@ inline void append_sample(workload& w, const gen_sample& g, std::uint64_t index,
 /// (Qwen2-Audio tokens of U(2, 30) s), video 0.2 (196 × U{8..64}); a span is cut to the
 /// remaining budget.
 /// Cost: O(L / smallest span) per EP/EE pack; MP O(documents) per pack plus
-/// O(docs_per_refill) per refill of the piece pool.
+/// O(min(pieces of docs_per_refill documents, 64 · docs_per_refill, 512 · L)) per refill of
+/// the piece pool, which serves at least 512 packs when the last cap applies.
 /// @see Cornstarch §4.3, Fig. 11; MagiAttention exps/dist_attn/benchmark/utils.py.
 class pack_generator {
  public:
@@ -644,6 +646,10 @@ class pack_generator {
     if (data.coco_sizes.empty() || data.magi_bins.empty())
       detail::throw_invalid("pack generator: length data not loaded (use load_length_data)");
   }
+
+  /// Pieces drawn by the last refill of the MP piece pool (0 before the first; diagnostics):
+  /// at most min(64 · docs_per_refill, 512 · pack_tokens) plus the last document's pieces.
+  [[nodiscard]] std::size_t pool_pieces() const noexcept { return pieces_.size(); }
 
   /// The next pack.
   [[nodiscard]] workload next() {
@@ -751,12 +757,16 @@ class pack_generator {
     while (left > 0) {
       if (next_piece_ >= pieces_.size()) {
         pieces_.clear();
-        // A pool of at most max_pool pieces: small packs cut long documents into very many
-        // pieces (a 2 M-token document is 80,000 pieces of a 99-token pack), which made one
-        // refill take minutes and gigabytes (found by fuzz/fuzz_tool). The cap (64 pieces per
-        // document on average) leaves realistic packs unchanged: MagiAttention's lengths give
-        // ≈ 2.3 pieces per document at 4 K tokens, the heavy tail ≈ 17 at 32 K.
-        const std::size_t max_pool = std::size_t{64} * o_.docs_per_refill;
+        // A pool of at most max_pool pieces (plus the last document's): small packs cut long
+        // documents into very many pieces (a 2 M-token document is 80,000 pieces of a 99-token
+        // pack), which made one refill take minutes and gigabytes (found by fuzz/fuzz_tool).
+        // Caps: 64 pieces per document on average, and pool_packs packs' worth (a pack takes at
+        // most L pieces, so a refill serves ≥ 512 packs and costs O(L) per pack). Neither binds
+        // for realistic packs, which stay unchanged: a refill of 200,000 documents holds ≈ 0.45 M
+        // pieces with MagiAttention's lengths at 4 K tokens (cap 2.1 M), ≈ 3.7 M with the heavy
+        // tail at 32 K (cap 12.8 M) and ≈ 7.2 M at 16 K (cap 8.4 M); only MagiAttention packs
+        // below ≈ 2 K tokens and heavy-tail packs below ≈ 16 K tokens reach a cap.
+        const std::size_t max_pool = std::min(std::size_t{64} * o_.docs_per_refill, pool_packs * std::size_t{len_});
         for (std::uint32_t k = 0; k < o_.docs_per_refill && pieces_.size() < max_pool; ++k) {
           const std::uint32_t d = magi_doc_len();
           pieces_.insert(pieces_.end(), d / chunk_, chunk_);
@@ -777,6 +787,8 @@ class pack_generator {
     }
     return out;
   }
+
+  static constexpr std::size_t pool_packs = 512;  // a refill holds at most this many packs' worth of pieces
 
   pack_layout layout_;
   std::uint32_t len_;
