@@ -159,8 +159,10 @@ struct pack_options {
 /// inserted where the media start: after the leading text segment (the text prefix, or the
 /// whole text of a sample without media), or first when the sample starts with a medium.
 /// The draws come from their own stream, `make_rng(seed, ranks)`, so the base samples are
-/// those of the plain family. Off when `max_images` is 0 (the default); a workload without
-/// image segments is left unchanged.
+/// those of the plain family (seed 2026 and the rank count are the stream bench_scaling
+/// used before the variant moved here: its workloads, and their recorded numbers, stay the
+/// same). Off when `max_images` is 0 (the default); a workload without image segments is left
+/// unchanged.
 struct multi_image_options {
   double fraction = 0;           ///< probability that a sample is topped up, in [0, 1]
   std::uint32_t max_images = 0;  ///< a chosen sample gets U{1..max_images} images (≤ 256); 0 = off
