@@ -51,15 +51,8 @@ const mmbal::workload& omni_workload() {
     o.samples = samples_per_rank * ranks;
     o.ranks = ranks;
     o.seed = 1;
-    mmbal::workload g = mmbal::generate(mmbal::family::omni, o, mmbal::default_length_data());
-    // Video joins the image phase (same ViT in Qwen2-VL): three phases.
-    const auto video = g.find_modality("video");
-    const auto image = g.intern_modality("image");
-    if (video)
-      for (auto& s : g.samples)
-        for (auto& seg : s.segments)
-          if (seg.modality == *video) seg.modality = image;
-    return g;
+    o.video_as_image = true;  // video joins the image phase (same ViT in Qwen2-VL): three phases
+    return mmbal::generate(mmbal::family::omni, o, mmbal::default_length_data());
   }();
   return w;
 }

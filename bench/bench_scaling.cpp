@@ -3,10 +3,13 @@
 //
 // Workloads, 60 samples per rank, 8 ranks per node, seed 1, for d = 320 … 16,384 ranks:
 // - omni: docs/WORKLOADS.md family (d), video joined to the image phase (the same ViT in
-//   Qwen2-VL), three phases — as bench_orchestrate.cpp;
-// - images: the same with several images per sample: 65 % of the samples carry U{1..10}
-//   images (existing image segments count; the added ones are copies of image segments drawn
-//   uniformly from the same workload, inserted after the text prefix), ≈ 3.6 images per sample.
+//   Qwen2-VL; `generator_options::video_as_image`), three phases — as bench_orchestrate.cpp;
+// - images: the same with the multi-image variant (`generator_options::multi_image`,
+//   docs/WORKLOADS.md "Variants"): 65 % of the samples carry U{1..10} images (existing image
+//   segments count; the added ones are copies of image segments drawn uniformly from the same
+//   workload, inserted after the text prefix), ≈ 3.8 images per sample (omni 0.63). The same
+//   workload from the tool, at 2,560 ranks: `mmbal generate --family omni --samples 153600
+//   --ranks 2560 --seed 1 --video-as-image --multi-image-fraction 0.65 --multi-image-max 10`.
 // Each iteration times, in the same run, (1) std::sort of a copy of the samples' totals (LLM
 // tokens per sample, the baseline) and (2) a fresh `orchestrator::plan(w)` (no plan handed
 // back; threads = hardware concurrency; default policies). Manual time = the plan.
@@ -14,7 +17,6 @@
 // plan with a new orchestrator, counting operator new), MiB_per_2560_ranks.
 #include "counting_allocator.hpp"
 
-#include <mmbal/core/rng.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
@@ -43,27 +45,9 @@ workload make_workload(mix m, rank_t d) {
   o.samples = samples_per_rank * d;
   o.ranks = d;
   o.seed = 1;
-  workload w = generate(family::omni, o, default_length_data());
-  const auto video = w.find_modality("video");
-  const auto image = w.intern_modality("image");
-  std::vector<segment> pool;
-  for (auto& s : w.samples)
-    for (auto& g : s.segments) {
-      if (video && g.modality == *video) g.modality = image;
-      if (g.modality == image) pool.push_back(g);
-    }
-  if (m == omni_mix || pool.empty()) return w;
-  rng_engine g = make_rng(2026, d);
-  for (auto& s : w.samples) {
-    if (uniform01(g) >= 0.65) continue;
-    const auto want = static_cast<std::size_t>(uniform_int(g, 1, 10));
-    const auto have = static_cast<std::size_t>(
-        std::count_if(s.segments.begin(), s.segments.end(), [&](const segment& x) { return x.modality == image; }));
-    const auto at = static_cast<std::ptrdiff_t>(std::min<std::size_t>(1, s.segments.size()));  // after the prefix
-    for (std::size_t k = have; k < want; ++k)
-      s.segments.insert(s.segments.begin() + at, pool[uniform_below(g, pool.size())]);
-  }
-  return w;
+  o.video_as_image = true;
+  if (m == image_mix) o.multi_image = {.fraction = 0.65, .max_images = 10, .seed = 2026};
+  return generate(family::omni, o, default_length_data());
 }
 
 /// The workload of the running benchmark (one kept at a time: the largest take ~0.5 GiB).

@@ -91,6 +91,38 @@ def case_generate():
     assert a != c, "different seeds give the same workload"
     for fam in ("llava", "internvl", "audio", "longctx"):
         generate(fam + ".jsonl", family=fam, samples=200, ranks=8)
+    # Variants (docs/WORKLOADS.md "Variants"): video as image, multi-image top-up.
+    common = ["generate", "--family", "omni", "--samples", "2000", "--ranks", "16", "--seed", "3", "--video-as-image"]
+    base = [json.loads(line) for line in run(*common).stdout.splitlines()]
+    variant_args = [*common, "--multi-image-fraction", "0.65", "--multi-image-max", "10"]
+    text = run(*variant_args).stdout
+    assert text == run(*variant_args).stdout, "the multi-image variant is not deterministic"
+    var = [json.loads(line) for line in text.splitlines()]
+    assert len(var) == len(base)
+    assert all(g[0] != "video" for s in base + var for g in s["segments"]), "video left with --video-as-image"
+    pool = {tuple(g) for s in base for g in s["segments"] if g[0] == "image"}
+    without = without_topped = 0
+    for b, v in zip(base, var):
+        bs, vs = b["segments"], v["segments"]
+        k = len(vs) - len(bs)
+        at = 1 if bs[0][0] == "text" else 0
+        assert k >= 0 and vs[:at] == bs[:at] and vs[at + k:] == bs[at:], (b, v)
+        assert all(g[0] == "image" and tuple(g) in pool for g in vs[at:at + k]), "added images are not copies"
+        have = sum(g[0] == "image" for g in bs)
+        assert k == 0 or have + k <= 10, "more than --multi-image-max images"
+        if have == 0:
+            without += 1
+            without_topped += k > 0
+    assert abs(without_topped / without - 0.65) < 0.05, (without_topped, without)
+    for bad, needle in ((["--multi-image-fraction", "1.5", "--multi-image-max", "3"], "--multi-image-fraction"),
+                        (["--multi-image-fraction", "nan", "--multi-image-max", "3"], "--multi-image-fraction"),
+                        (["--multi-image-fraction", "0.5", "--multi-image-max", "0"], "--multi-image-max"),
+                        (["--multi-image-fraction", "0.5", "--multi-image-max", "257"], "--multi-image-max"),
+                        (["--multi-image-fraction", "0.5"], "--multi-image-max"),
+                        (["--multi-image-max", "4"], "--multi-image-fraction"),
+                        (["--multi-image-fraction", "half", "--multi-image-max", "4"], "--multi-image-fraction")):
+        p = run(*common, *bad, expect=2)
+        assert needle in p.stderr, (bad, p.stderr)
 
 
 def case_balance():

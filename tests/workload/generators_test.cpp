@@ -673,8 +673,10 @@ TEST_CASE("generators: LLaVA variants, long-audio stress, heavy-tail and text-on
 TEST_CASE("generators: tiny MP packs are generated with a bounded piece pool", "[workload][generators][pack]") {
   // Found by fuzz/fuzz_tool (`mmbal generate --family longctx --pack-tokens 99`): a tiny pack
   // cuts every document into tiny pieces, and one refill of the pool (200,000 documents by
-  // default) needed billions of them — minutes and gigabytes. With the cap each refill holds
-  // at most 64 pieces per document drawn; every pack still sums to exactly its length.
+  // default) needed billions of them — minutes and gigabytes. With the caps each refill holds
+  // at most 64 pieces per document drawn and 512 packs' worth (512 · L pieces; session 13:
+  // the first cap alone still made 12.8 M pieces for one 99-token pack), plus the last
+  // document's pieces; every pack still sums to exactly its length.
   const std::pair<mmbal::doc_length_source, std::uint32_t> cases[] = {{mmbal::doc_length_source::magiattention, 99},
                                                                       {mmbal::doc_length_source::heavy_tail, 1000}};
   for (const auto& [source, len] : cases) {
@@ -686,6 +688,118 @@ TEST_CASE("generators: tiny MP packs are generated with a bounded piece pool", "
       std::uint64_t total = 0;
       for (const mmbal::sample& s : w.samples) total += s.llm_length();
       CHECK(total == len);
+      const std::size_t chunk = len / 4, longest_doc = std::size_t{4} << 20;  // heavy tail ≤ 4 Mi
+      CHECK(packs.pool_pieces() > 0);
+      CHECK(packs.pool_pieces() <= 512 * std::size_t{len} + longest_doc / chunk + 1);
     }
   }
+}
+
+TEST_CASE("generators: multi-image variant and video as image", "[workload][generators][variant]") {
+  // The image-heavy mix of bench/bench_scaling.cpp (docs/WORKLOADS.md "Variants"): the variant
+  // workload is the plain one with blocks of image copies inserted after the text prefix.
+  mmbal::generator_options plain;
+  plain.video_as_image = true;
+  const mmbal::workload base = gen(mmbal::family::omni, 5, 4000, plain);
+  mmbal::generator_options o = plain;
+  o.multi_image = {.fraction = 0.65, .max_images = 10, .seed = 2026};
+  const mmbal::workload w = gen(mmbal::family::omni, 5, 4000, o);
+
+  // Deterministic for a seed; the variant's own seed changes only the additions.
+  CHECK(w == gen(mmbal::family::omni, 5, 4000, o));
+  mmbal::generator_options other = o;
+  other.multi_image.seed = 7;
+  CHECK_FALSE(w == gen(mmbal::family::omni, 5, 4000, other));
+  // Round trip through JSONL reproduces it (no unused modality names).
+  std::stringstream io;
+  mmbal::write_jsonl(io, w);
+  CHECK(mmbal::read_jsonl(io, "variant", 8) == w);
+
+  // video_as_image: no video modality; the same segments as the plain family, video renamed.
+  const mmbal::workload raw = gen(mmbal::family::omni, 5, 4000);
+  const auto raw_video = raw.find_modality("video");
+  REQUIRE(raw_video);  // the check below would be empty otherwise
+  CHECK_FALSE(base.find_modality("video"));
+  CHECK_FALSE(w.find_modality("video"));
+  const auto image = w.find_modality("image");
+  REQUIRE(image);
+  REQUIRE(base.samples.size() == raw.samples.size());
+  for (std::size_t i = 0; i < raw.samples.size(); ++i) {
+    REQUIRE(base.samples[i].segments.size() == raw.samples[i].segments.size());
+    for (std::size_t j = 0; j < raw.samples[i].segments.size(); ++j) {
+      const mmbal::segment &a = raw.samples[i].segments[j], &b = base.samples[i].segments[j];
+      REQUIRE((a.llm_tokens == b.llm_tokens && a.encoder_len == b.encoder_len));
+      REQUIRE(base.modalities[b.modality] ==
+              (raw.modalities[a.modality] == "video" ? "image" : raw.modalities[a.modality]));
+    }
+  }
+
+  std::set<std::tuple<std::uint32_t, std::uint32_t>> pool;  // the image segments of the workload
+  for (const auto& s : base.samples)
+    for (const auto& g : s.segments)
+      if (g.modality == *image) pool.emplace(g.llm_tokens, g.encoder_len);
+  std::size_t without = 0, without_topped = 0, topped = 0;
+  std::vector<std::size_t> added_count(11, 0);
+  REQUIRE(w.samples.size() == base.samples.size());
+  for (std::size_t i = 0; i < w.samples.size(); ++i) {
+    const auto &b = base.samples[i].segments, &v = w.samples[i].segments;
+    REQUIRE(v.size() >= b.size());
+    const std::size_t k = v.size() - b.size();
+    const std::size_t at = b.front().modality == mmbal::text_modality ? 1 : 0;
+    // The sample's own segments are unchanged around one block of k image copies.
+    REQUIRE(std::equal(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(at), v.begin()));
+    REQUIRE(std::equal(b.begin() + static_cast<std::ptrdiff_t>(at), b.end(),
+                       v.begin() + static_cast<std::ptrdiff_t>(at + k)));
+    for (std::size_t j = at; j < at + k; ++j) {
+      REQUIRE(v[j].modality == *image);
+      REQUIRE(pool.count({v[j].llm_tokens, v[j].encoder_len}) == 1);  // a copy of an existing image
+    }
+    const auto have = static_cast<std::size_t>(
+        std::count_if(b.begin(), b.end(), [&](const mmbal::segment& g) { return g.modality == *image; }));
+    if (k > 0) {
+      ++topped;
+      REQUIRE(have + k <= 10);  // topped up to U{1..10} images, existing ones counted
+    }
+    if (have == 0) {  // every chosen sample without images gets 1..10
+      ++without;
+      if (k > 0) {
+        ++without_topped;
+        ++added_count[k];
+      }
+    }
+  }
+  REQUIRE(without > 1000);
+  CHECK(std::abs(static_cast<double>(without_topped) / static_cast<double>(without) - 0.65) < 0.04);
+  for (std::size_t k = 1; k <= 10; ++k) {  // U{1..10}: each count about a tenth of the topped-up samples
+    INFO(k);
+    CHECK(std::abs(static_cast<double>(added_count[k]) / static_cast<double>(without_topped) - 0.1) < 0.03);
+  }
+  CHECK(topped < w.samples.size() * 0.65);  // samples with ≥ the drawn count keep theirs
+
+  // fraction 0: the plain workload; fraction 1 and max 1: every sample has an image.
+  o.multi_image.fraction = 0;
+  CHECK(gen(mmbal::family::omni, 5, 4000, o) == base);
+  o.multi_image = {.fraction = 1, .max_images = 1, .seed = 3};
+  for (const auto& s : gen(mmbal::family::omni, 5, 2000, o).samples) {
+    const auto n = std::count_if(s.segments.begin(), s.segments.end(),
+                                 [&](const mmbal::segment& g) { return g.modality == *image; });
+    REQUIRE(n >= 1);
+  }
+  // A family without images is left unchanged; the variant works on the other families too.
+  mmbal::generator_options a;
+  a.multi_image = {.fraction = 0.5, .max_images = 4, .seed = 1};
+  CHECK(gen(mmbal::family::audio, 2, 1000, a) == gen(mmbal::family::audio, 2, 1000));
+  CHECK_FALSE(gen(mmbal::family::llava, 2, 1000, a) == gen(mmbal::family::llava, 2, 1000));
+
+  // Bad values name the field.
+  mmbal::generator_options bad;
+  bad.samples = 10;
+  for (const double f : {-0.1, 1.5, std::nan("")}) {
+    bad.multi_image = {.fraction = f, .max_images = 3, .seed = 1};
+    CHECK_THROWS_WITH(mmbal::generate(mmbal::family::omni, bad, data()), Catch::Contains("multi_image.fraction"));
+  }
+  bad.multi_image = {.fraction = 0.5, .max_images = 257, .seed = 1};
+  CHECK_THROWS_WITH(mmbal::generate(mmbal::family::omni, bad, data()), Catch::Contains("257"));
+  bad.multi_image = {.fraction = 0.5, .max_images = 0, .seed = 1};
+  CHECK_THROWS_WITH(mmbal::generate(mmbal::family::omni, bad, data()), Catch::Contains("max_images"));
 }

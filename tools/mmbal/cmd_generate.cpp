@@ -34,6 +34,11 @@ struct generate_state {
   bool long_audio = false;
   std::string doc_lengths = "magi";
   double mm_doc_fraction = 0.5;
+  bool video_as_image = false;
+  double multi_image_fraction = 0;
+  bool multi_image_fraction_given = false;
+  std::uint32_t multi_image_max = 0;
+  bool multi_image_max_given = false;
 };
 
 int run_generate(const generate_state& s) {
@@ -63,6 +68,17 @@ int run_generate(const generate_state& s) {
   if (!(s.mm_doc_fraction >= 0 && s.mm_doc_fraction <= 1))
     mmbal::detail::throw_invalid("--mm-doc-fraction ", s.mm_doc_fraction, " outside [0, 1]");
   o.pack.mm_doc_fraction = s.mm_doc_fraction;
+  o.video_as_image = s.video_as_image;
+  if (!(s.multi_image_fraction >= 0 && s.multi_image_fraction <= 1))
+    mmbal::detail::throw_invalid("--multi-image-fraction ", s.multi_image_fraction, " outside [0, 1]");
+  if (s.multi_image_max_given && (s.multi_image_max == 0 || s.multi_image_max > mmbal::detail::max_multi_images))
+    mmbal::detail::throw_invalid("--multi-image-max ", s.multi_image_max, " outside 1..",
+                                 mmbal::detail::max_multi_images);
+  if (s.multi_image_fraction_given != s.multi_image_max_given)
+    mmbal::detail::throw_invalid(s.multi_image_fraction_given ? "--multi-image-fraction needs --multi-image-max N"
+                                                              : "--multi-image-max needs --multi-image-fraction F");
+  o.multi_image.fraction = s.multi_image_fraction;
+  o.multi_image.max_images = s.multi_image_max;
   o.pack_tokens = s.pack_tokens;
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
   if (f == mmbal::family::longctx) {
@@ -131,9 +147,22 @@ const bool registered = mmbal::tool::register_command(10, [](CLI::App& app) -> s
   sub->add_option("--mm-doc-fraction", state->mm_doc_fraction,
                   "longctx mp only: probability that a document is multimodal; 0 gives pure-text causal "
                   "documents (default 0.5)");
+  sub->add_flag("--video-as-image", state->video_as_image,
+                "llava, internvl, audio, omni: name video segments image (one vision encoder for frames and images, "
+                "as in Qwen2-VL: one orchestrator phase)");
+  CLI::Option* multi_fraction = sub->add_option(
+      "--multi-image-fraction", state->multi_image_fraction,
+      "llava, internvl, audio, omni, with --multi-image-max: probability, in [0, 1], that a sample is topped up to "
+      "U{1..max} images (existing images count; added ones copy image segments drawn from the workload and follow "
+      "the text prefix; docs/WORKLOADS.md Variants)");
+  CLI::Option* multi_max = sub->add_option("--multi-image-max", state->multi_image_max,
+                                           "with --multi-image-fraction: at most this many images, 1..256, in a "
+                                           "topped-up sample");
   sub->add_option("--output,-o", state->output, "write to FILE instead of stdout");
-  return [state, samples] {
+  return [state, samples, multi_fraction, multi_max] {
     state->samples_given = samples->count() > 0;
+    state->multi_image_fraction_given = multi_fraction->count() > 0;
+    state->multi_image_max_given = multi_max->count() > 0;
     return run_generate(*state);
   };
 });

@@ -11,9 +11,11 @@
 /// audio clip in generation order (images and videos before audio), then the rest of the
 /// text (question and answer); a sample without media is a single text segment. Segments
 /// with zero LLM tokens are omitted. Modality names:
-/// "image", "video" (a frame sequence, one segment per video), "audio" (one segment per clip
-/// or 30 s window); they are interned in order of first use, so `write_jsonl` + `read_jsonl`
-/// reproduce a generated workload exactly. Encoder lengths:
+/// "image", "video" (a frame sequence, one segment per video; "image" with
+/// `generator_options::video_as_image`), "audio" (one segment per clip or 30 s window); they
+/// are interned in order of first use, so `write_jsonl` + `read_jsonl` reproduce a generated
+/// workload exactly. The multi-image variant (`multi_image_options`) adds copies of image
+/// segments after the text prefix. Encoder lengths:
 /// - InternViT image: tiles × 1,025 patches (448 px tiles, 256 LLM tokens per tile);
 /// - LLaVA-1.5 image: 577 patches (576 LLM tokens); anyres: 577 · (1 + k) for 576 · (1 + k);
 /// - Qwen2-VL image or video: 4 × LLM tokens patches (2 × 2 merge);
@@ -34,6 +36,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -140,11 +143,30 @@ struct pack_options {
   double mp_span_lo = 0.2;  ///< MP: spans take U(lo, hi) of a multimodal document
   double mp_span_hi = 0.9;
   /// MP: documents drawn per refill of the piece pool (fewer once the pool holds 64 × this many
-  /// pieces, which only very small packs reach)
+  /// pieces or 512 × pack_tokens pieces, which only small packs reach: below ≈ 2 K tokens with
+  /// MagiAttention's lengths, ≈ 16 K with the heavy tail)
   std::uint32_t docs_per_refill = 200000;
   /// MP: where document lengths come from. With `mm_doc_fraction = 0` MP packs are the
   /// pure-text `causal_document` control of docs/WORKLOADS.md.
   doc_length_source doc_lengths = doc_length_source::magiattention;
+};
+
+/// The multi-image variant of families (a)–(d) (docs/WORKLOADS.md "Variants"; the image-heavy
+/// mix of bench/bench_scaling.cpp): each sample is chosen with probability `fraction` and a
+/// chosen sample is topped up to U{1..max_images} image segments. Its existing image segments
+/// count (none is removed, so it keeps more when it has more); each added one is a copy of an
+/// image segment drawn uniformly from the whole generated workload (after `video_as_image`),
+/// inserted where the media start: after the leading text segment (the text prefix, or the
+/// whole text of a sample without media), or first when the sample starts with a medium.
+/// The draws come from their own stream, `make_rng(seed, ranks)`, so the base samples are
+/// those of the plain family (seed 2026 and the rank count are the stream bench_scaling
+/// used before the variant moved here: its workloads, and their recorded numbers, stay the
+/// same). Off when `max_images` is 0 (the default); a workload without image segments is left
+/// unchanged.
+struct multi_image_options {
+  double fraction = 0;           ///< probability that a sample is topped up, in [0, 1]
+  std::uint32_t max_images = 0;  ///< a chosen sample gets U{1..max_images} images (≤ 256); 0 = off
+  std::uint64_t seed = 2026;     ///< seed of the variant's stream (with the rank count)
 };
 
 /// Options of `generate`. Every knob has the default of docs/WORKLOADS.md.
@@ -170,6 +192,10 @@ struct generator_options {
   /// over steps for a curriculum drift, or raise long_audio_text / multi_image_video to 0.15
   /// for the heavy-tail setting of docs/WORKLOADS.md.
   std::array<double, 7> omni_task_weights{0.15, 0.30, 0.10, 0.15, 0.15, 0.10, 0.05};
+  /// (a)–(d): video segments are named "image" (one vision encoder for frames and images, as
+  /// in Qwen2-VL), so the vision work is one orchestrator phase instead of two.
+  bool video_as_image = false;
+  multi_image_options multi_image{};     ///< (a)–(d) multi-image variant (off by default)
   pack_layout layout = pack_layout::mp;  ///< (e) layout
   std::uint32_t pack_tokens = 65536;     ///< (e) pack length L
   pack_options pack{};                   ///< (e) sampler options
@@ -577,7 +603,7 @@ class family_sampler {
 
 /// Appends a generated sample as segments: prefix text, media, rest of the text.
 inline void append_sample(workload& w, const gen_sample& g, std::uint64_t index, rank_t ranks,
-                          std::uint32_t text_prefix, std::array<modality_id, 3>& ids) {
+                          std::uint32_t text_prefix, std::array<modality_id, 3>& ids, bool video_as_image = false) {
   static constexpr std::array<std::string_view, 3> names{"image", "video", "audio"};
   sample s;
   s.id = index;
@@ -589,11 +615,36 @@ inline void append_sample(workload& w, const gen_sample& g, std::uint64_t index,
   if (head) s.segments.push_back({text_modality, head, head});
   for (const gen_media& m : g.media) {
     if (m.tokens == 0) continue;  // e.g. a sub-40 ms audio remainder: nothing reaches the LLM
-    if (ids[m.kind] == 0) ids[m.kind] = w.intern_modality(names[m.kind]);
-    s.segments.push_back({ids[m.kind], m.tokens, m.encoder});
+    const std::uint8_t kind = video_as_image && m.kind == k_video ? k_image : m.kind;
+    if (ids[kind] == 0) ids[kind] = w.intern_modality(names[kind]);
+    s.segments.push_back({ids[kind], m.tokens, m.encoder});
   }
   if (g.text > head) s.segments.push_back({text_modality, g.text - head, g.text - head});
   w.samples.push_back(std::move(s));
+}
+
+inline constexpr std::uint32_t max_multi_images = 256;
+
+/// The multi-image variant (see `multi_image_options`) on a generated workload.
+/// O(image segments + samples × max_images × segments per sample).
+inline void add_images(workload& w, const multi_image_options& m, rank_t ranks) {
+  const auto image = w.find_modality("image");
+  if (m.max_images == 0 || !image) return;
+  std::vector<segment> pool;
+  for (const sample& s : w.samples)
+    for (const segment& g : s.segments)
+      if (g.modality == *image) pool.push_back(g);
+  if (pool.empty()) return;
+  rng_engine g = make_rng(m.seed, ranks);
+  for (sample& s : w.samples) {
+    if (uniform01(g) >= m.fraction) continue;
+    const auto want = static_cast<std::size_t>(uniform_int(g, 1, m.max_images));
+    const auto have = static_cast<std::size_t>(
+        std::count_if(s.segments.begin(), s.segments.end(), [&](const segment& x) { return x.modality == *image; }));
+    const std::ptrdiff_t at = !s.segments.empty() && s.segments.front().modality == text_modality ? 1 : 0;
+    for (std::size_t k = have; k < want; ++k)
+      s.segments.insert(s.segments.begin() + at, pool[uniform_below(g, pool.size())]);
+  }
 }
 
 }  // namespace detail
@@ -615,7 +666,8 @@ inline void append_sample(workload& w, const gen_sample& g, std::uint64_t index,
 /// (Qwen2-Audio tokens of U(2, 30) s), video 0.2 (196 × U{8..64}); a span is cut to the
 /// remaining budget.
 /// Cost: O(L / smallest span) per EP/EE pack; MP O(documents) per pack plus
-/// O(docs_per_refill) per refill of the piece pool.
+/// O(min(pieces of docs_per_refill documents, 64 · docs_per_refill, 512 · L)) per refill of
+/// the piece pool, which serves at least 512 packs when the last cap applies.
 /// @see Cornstarch §4.3, Fig. 11; MagiAttention exps/dist_attn/benchmark/utils.py.
 class pack_generator {
  public:
@@ -644,6 +696,10 @@ class pack_generator {
     if (data.coco_sizes.empty() || data.magi_bins.empty())
       detail::throw_invalid("pack generator: length data not loaded (use load_length_data)");
   }
+
+  /// Pieces drawn by the last refill of the MP piece pool (0 before the first; diagnostics):
+  /// at most min(64 · docs_per_refill, 512 · pack_tokens) plus the last document's pieces.
+  [[nodiscard]] std::size_t pool_pieces() const noexcept { return pieces_.size(); }
 
   /// The next pack.
   [[nodiscard]] workload next() {
@@ -751,12 +807,16 @@ class pack_generator {
     while (left > 0) {
       if (next_piece_ >= pieces_.size()) {
         pieces_.clear();
-        // A pool of at most max_pool pieces: small packs cut long documents into very many
-        // pieces (a 2 M-token document is 80,000 pieces of a 99-token pack), which made one
-        // refill take minutes and gigabytes (found by fuzz/fuzz_tool). The cap (64 pieces per
-        // document on average) leaves realistic packs unchanged: MagiAttention's lengths give
-        // ≈ 2.3 pieces per document at 4 K tokens, the heavy tail ≈ 17 at 32 K.
-        const std::size_t max_pool = std::size_t{64} * o_.docs_per_refill;
+        // A pool of at most max_pool pieces (plus the last document's): small packs cut long
+        // documents into very many pieces (a 2 M-token document is 80,000 pieces of a 99-token
+        // pack), which made one refill take minutes and gigabytes (found by fuzz/fuzz_tool).
+        // Caps: 64 pieces per document on average, and pool_packs packs' worth (a pack takes at
+        // most L pieces, so a refill serves ≥ 512 packs and costs O(L) per pack). Neither binds
+        // for realistic packs, which stay unchanged: a refill of 200,000 documents holds ≈ 0.45 M
+        // pieces with MagiAttention's lengths at 4 K tokens (cap 2.1 M), ≈ 3.7 M with the heavy
+        // tail at 32 K (cap 12.8 M) and ≈ 7.2 M at 16 K (cap 8.4 M); only MagiAttention packs
+        // below ≈ 2 K tokens and heavy-tail packs below ≈ 16 K tokens reach a cap.
+        const std::size_t max_pool = std::min(std::size_t{64} * o_.docs_per_refill, pool_packs * std::size_t{len_});
         for (std::uint32_t k = 0; k < o_.docs_per_refill && pieces_.size() < max_pool; ++k) {
           const std::uint32_t d = magi_doc_len();
           pieces_.insert(pieces_.end(), d / chunk_, chunk_);
@@ -777,6 +837,8 @@ class pack_generator {
     }
     return out;
   }
+
+  static constexpr std::size_t pool_packs = 512;  // a refill holds at most this many packs' worth of pieces
 
   pack_layout layout_;
   std::uint32_t len_;
@@ -806,13 +868,25 @@ class pack_generator {
 /// comment. For `family::longctx` it is one pack of `options.layout` and
 /// `options.pack_tokens` (`samples` is ignored; document i is dealt to rank i % ranks).
 ///
+/// Families (a)–(d) apply `options.video_as_image` and then the multi-image variant
+/// (`options.multi_image`); longctx ignores both.
+///
 /// Deterministic: the result is a function of (f, options, data) only, on every platform
 /// with IEEE doubles and a correctly rounding libm for exp/log/sqrt/cos; and sample i does not
-/// depend on `options.samples` (a longer workload extends a shorter one).
+/// depend on `options.samples` (a longer workload extends a shorter one) unless the
+/// multi-image variant is on (its copies are drawn from the whole workload).
 /// Cost: O(samples × segments per sample); (d) with the internvl backend retries (b) draws.
-/// Throws `invalid_input` for ranks == 0, samples > 2^32 − 1 or an option out of range.
+/// Throws `invalid_input` for ranks == 0, samples > 2^32 − 1 or an option out of range
+/// (multi_image: fraction outside [0, 1], max_images > 256, fraction > 0 with max_images 0).
 [[nodiscard]] inline workload generate(family f, const generator_options& options, const length_data& data) {
   if (options.ranks == 0) detail::throw_invalid("generate: ranks = 0");
+  const multi_image_options& mi = options.multi_image;
+  if (!(mi.fraction >= 0 && mi.fraction <= 1))
+    detail::throw_invalid("generate: multi_image.fraction = ", mi.fraction, " outside [0, 1]");
+  if (mi.max_images > detail::max_multi_images)
+    detail::throw_invalid("generate: multi_image.max_images = ", mi.max_images, " exceeds ", detail::max_multi_images);
+  if (mi.fraction > 0 && mi.max_images == 0)
+    detail::throw_invalid("generate: multi_image.fraction = ", mi.fraction, " needs max_images >= 1");
   if (f == family::longctx) {
     workload w = generate_pack(options.layout, options.pack_tokens, options.seed, data, options.pack);
     for (std::size_t i = 0; i < w.samples.size(); ++i) w.samples[i].rank = static_cast<rank_t>(i % options.ranks);
@@ -841,8 +915,9 @@ class pack_generator {
         s = sampler.omni(g);
         break;
     }
-    detail::append_sample(w, s, i, options.ranks, options.text_prefix, ids);
+    detail::append_sample(w, s, i, options.ranks, options.text_prefix, ids, options.video_as_image);
   }
+  detail::add_images(w, mi, options.ranks);
   return w;
 }
 
