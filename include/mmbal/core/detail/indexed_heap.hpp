@@ -31,12 +31,13 @@ namespace mmbal::detail {
 ///   sifts are chains of dependent loads). The comparisons are branch-free: equal loads are
 ///   common (integral costs).
 ///
-/// Why hand-written (bench/RESULTS.md "Session 13 — one indexed heap", same-run CPU medians,
-/// omni LLM phase, 2,560 bins × 60 items): `refine`'s load order on two mutable
-/// `boost::heap::d_ary_heap<arity<4>>` (through `indexed_bin_queue`, walk by Boost's ordered
-/// iterator) makes `refine` alone 1.15–1.19× slower (tokens ≈ 3.4 → 4.0 ms, attention
-/// ≈ 9.3 → 10.2 ms); a Boost heap holding the keys itself is as slow. That is 8 % of
-/// `lpt+refine`, which meets its goal (≤ 2 × `lpt`) with less margin than that.
+/// Why hand-written (bench/RESULTS.md "Session 13 — one indexed heap", shared 2-core VM, omni
+/// LLM phase, 2,560 bins × 60 items, same runs): `refine`'s load order on two mutable
+/// `boost::heap::d_ary_heap<arity<4>>` (`indexed_bin_queue`, walked by Boost's ordered
+/// iterator) makes `refine` alone 1.11–1.23× slower (thread CPU, best of 40, five alternated
+/// runs: tokens 2.82 → 3.47 ms, attention 7.92 → 8.80 ms, equal counts 2.83 → 3.45 ms), and
+/// `lpt+refine` / `lpt` rises from 1.99 to 2.16 (median of five `bench_refine` runs; goal
+/// ≤ 2). A Boost heap holding the keys itself is as slow (≈ 1.16× in one run).
 template <bool Max>
 class indexed_heap {
  public:
