@@ -1,8 +1,8 @@
 #pragma once
 /// @file
 /// The library's one stable LSD radix sort (namespace mmbal::detail), used by LPT's item
-/// order (balance/), the CP block order (context/) and the relabeling's volume matrix
-/// (rearrange/).
+/// order and `migrate`'s per-rank removal order (balance/), the CP block order (context/) and
+/// the relabeling's volume matrix (rearrange/).
 
 #include <mmbal/core/error.hpp>
 
