@@ -33,12 +33,12 @@ std::vector<record> random_records(std::size_t n, int bits, std::uint64_t distin
 }
 
 template <int Digit>
-void check_against_stable_sort(std::vector<record> v, int bits) {
+void check_against_stable_sort(std::vector<record> v, int bits, std::size_t cutoff = mmbal::detail::radix_sort_cutoff) {
   std::vector<record> expect = v;
   std::stable_sort(expect.begin(), expect.end(), [](const record& a, const record& b) { return a.key < b.key; });
   std::vector<record> spare;
   mmbal::detail::stable_radix_sort<Digit>(
-      v, spare, [](const record& r) { return r.key; }, bits);
+      v, spare, [](const record& r) { return r.key; }, bits, cutoff);
   REQUIRE(v == expect);
 }
 
@@ -55,6 +55,33 @@ TEST_CASE("stable_radix_sort equals std::stable_sort (ties, empty, one record, 6
         check_against_stable_sort<11>(v, bits);
         check_against_stable_sort<8>(v, bits);
       }
+}
+
+TEST_CASE("stable_radix_sort with a small cutoff: short lists take the radix path (migrate's)", "[radix]") {
+  for (const std::size_t n :
+       {std::size_t{2}, std::size_t{31}, std::size_t{32}, std::size_t{33}, std::size_t{60}, std::size_t{257}})
+    for (const int bits : {1, 8, 9, 17, 32, 64})
+      for (const std::uint64_t distinct : {std::uint64_t{1}, std::uint64_t{3}, std::uint64_t{1} << 40}) {
+        CAPTURE(n, bits, distinct);
+        const auto v = random_records(n, bits, distinct, n * 17 + static_cast<std::uint64_t>(bits) * 5 + distinct);
+        check_against_stable_sort<8>(v, bits, 32);
+        check_against_stable_sort<11>(v, bits, 2);
+      }
+  // Packed (key << 32 | id) words with ascending ids, as migrate sorts them: the full sort.
+  std::mt19937_64 g(3);
+  for (const std::size_t n : {std::size_t{5}, std::size_t{31}, std::size_t{32}, std::size_t{90}}) {
+    std::vector<std::uint64_t> words(n), spare;
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t key = g() % 700;
+      any |= key;
+      words[i] = (key << 32) | i;
+    }
+    auto expect = words;
+    std::sort(expect.begin(), expect.end());
+    mmbal::detail::sort_packed<8>(words, spare, any, 32);
+    CHECK(words == expect);
+  }
 }
 
 TEST_CASE("stable_radix_sort sorts only the named key bits", "[radix]") {

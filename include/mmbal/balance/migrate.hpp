@@ -77,37 +77,6 @@ struct choose_scratch {
   std::vector<bool> taken;
 };
 
-/// Sorts `words` stably by their high 32 bits, of which only the low `bits` may be set, when
-/// their low halves ascend (so that this is also the plain sort of the words): an LSD
-/// radix sort with 8-bit digits for the few dozen words of one rank (histograms of 256, where
-/// `stable_radix_sort` switches to a comparison sort below 1,024 records), a comparison sort
-/// below 32 words. Mispredicted comparisons were most of the removal choice's time.
-/// O(n · ⌈bits / 8⌉ + 256 · ⌈bits / 8⌉).
-inline void sort_by_high_half(std::vector<std::uint64_t>& words, std::vector<std::uint64_t>& spare, int bits) {
-  const std::size_t n = words.size();
-  if (n < 32) {  // the caller's low halves ascend and are distinct: the same order
-    std::sort(words.begin(), words.end());
-    return;
-  }
-  constexpr int digit = 8;
-  constexpr std::size_t radix = std::size_t{1} << digit;
-  const int passes = (std::clamp(bits, 0, 32) + digit - 1) / digit;
-  std::uint32_t count[4][radix];
-  std::fill_n(&count[0][0], static_cast<std::size_t>(passes) * radix, 0u);
-  for (const std::uint64_t w : words)
-    for (int p = 0; p < passes; ++p) ++count[p][(w >> (32 + p * digit)) & (radix - 1)];
-  spare.resize(n);
-  for (int p = 0; p < passes; ++p) {
-    std::uint32_t* c = count[p];
-    if (c[(words[0] >> (32 + p * digit)) & (radix - 1)] == n) continue;  // one digit value: order unchanged
-    std::uint32_t sum = 0;
-    for (std::size_t r = 0; r < radix; ++r) sum += std::exchange(c[r], sum);
-    const int shift = 32 + p * digit;
-    for (const std::uint64_t w : words) spare[c[(w >> shift) & (radix - 1)]++] = w;
-    words.swap(spare);
-  }
-}
-
 /// `choose_removals` into `scratch` (the result lives there until the next call).
 inline std::span<const std::size_t> choose_removals(std::span<const double> relief,
                                                     std::span<const std::uint64_t> bytes, double excess,
@@ -154,7 +123,9 @@ inline std::span<const std::size_t> choose_removals(std::span<const double> reli
       keys[j] = (r << 32) | order[j];
     }
     // The positions ascend in `keys`, so a stable sort by relief alone is the sort of the keys.
-    sort_by_high_half(keys, scratch.spare, std::bit_width(any_relief));
+    // One rank's few dozen words: 8-bit digits (histograms of 256) and a comparison sort only
+    // below 32 words — mispredicted comparisons were most of the removal choice's time.
+    mmbal::detail::sort_packed<8>(keys, scratch.spare, any_relief, 32);
     // (b) in ascending relief: once a unit overshoots what is missing, so does every later
     // one (missing only changes when a unit is taken), so the fill is a prefix and the units
     // not taken are exactly the rest of the order, every one of them a cover (relief > missing).

@@ -17,6 +17,7 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 
+#include <mmbal/core/detail/indexed_heap.hpp>
 #include <mmbal/core/detail/order.hpp>
 
 #include <algorithm>
@@ -269,107 +270,33 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 
 /// Bins in (load, bin) order over a load array the caller keeps (the additive search's view
 /// of them): the most loaded bin (ties: smallest index), and the bins in increasing (load, bin)
-/// order, enumerated lazily. Two indexed binary heaps over the same loads — a max-heap for the
-/// top, a min-heap whose k least bins come out in order in O(k log k) (a frontier heap of its
-/// nodes) — so a step costs O(log d) per changed bin and no node allocation, where a
-/// `std::set` of (load, bin) erased and inserted two tree nodes. The orders are those of the
-/// set: (load, bin) is a strict total order.
+/// order, enumerated lazily. Two `mmbal::detail::indexed_heap`s over the same loads — a
+/// max-heap for the top, a min-heap whose k least bins come out in order in O(k log k) — so a
+/// step costs O(log d) per changed bin and no node allocation, where a `std::set` of
+/// (load, bin) erased and inserted two tree nodes. The orders are those of the set:
+/// (load, bin) is a strict total order.
 class load_order {
  public:
-  static constexpr rank_t none = std::numeric_limits<rank_t>::max();
+  static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
 
   explicit load_order(const std::vector<double>& load) : load_(load.data()), min_(load), max_(load) {}
   /// The most loaded bin, ties: the smallest index.
-  [[nodiscard]] rank_t top() const noexcept { return max_.at[0].bin; }
+  [[nodiscard]] rank_t top() const noexcept { return max_.top(); }
   /// Restores the order after `load[b]` changed (either direction).
   void update(rank_t b) {
     min_.update(b, load_[b]);
     max_.update(b, load_[b]);
   }
   /// Starts an enumeration of the bins in increasing (load, bin) order.
-  void restart() {
-    frontier_.clear();
-    if (!min_.at.empty()) frontier_.push_back(0);
-  }
+  void restart() { min_.restart(); }
   /// The next bin of the enumeration, or `none` after the last. The loads must not change
   /// during an enumeration.
-  [[nodiscard]] rank_t next() {
-    if (frontier_.empty()) return none;
-    const std::vector<bin_key>& at = min_.at;
-    auto later = [&](std::uint32_t x, std::uint32_t y) { return at[y] < at[x]; };
-    std::pop_heap(frontier_.begin(), frontier_.end(), later);
-    const std::uint32_t i = frontier_.back();
-    frontier_.pop_back();
-    for (std::size_t c = arity * std::size_t{i} + 1; c <= arity * std::size_t{i} + arity && c < at.size(); ++c) {
-      frontier_.push_back(static_cast<std::uint32_t>(c));
-      std::push_heap(frontier_.begin(), frontier_.end(), later);
-    }
-    return at[i].bin;
-  }
+  [[nodiscard]] rank_t next() { return min_.next(); }
 
  private:
-  /// An indexed 4-ary heap of (load, bin): least (load, bin) first, or with `Max` the greatest
-  /// load first, ties by the smaller bin. 4-ary: half the levels of a binary heap, each level's
-  /// children in one or two cache lines (the sifts are chains of dependent loads). The
-  /// comparisons are branch-free: equal loads are common (integral costs).
-  static constexpr std::size_t arity = 4;
-  template <bool Max>
-  struct heap {
-    std::vector<bin_key> at;         // heap position → (load, bin)
-    std::vector<std::uint32_t> pos;  // bin → heap position
-
-    explicit heap(const std::vector<double>& load) : at(load.size()), pos(load.size()) {
-      const std::size_t d = load.size();
-      for (std::size_t b = 0; b < d; ++b) at[b] = bin_key{load[b], static_cast<rank_t>(b)};
-      for (std::size_t i = d / arity + 1; i-- > 0;) sift_down(i);  // Floyd's construction, O(d)
-      for (std::size_t i = 0; i < d; ++i) pos[at[i].bin] = static_cast<std::uint32_t>(i);
-    }
-    [[nodiscard]] static bool before(const bin_key& x, const bin_key& y) noexcept {
-      const bool ahead = Max ? x.load > y.load : x.load < y.load;
-      return ahead | ((x.load == y.load) & (x.bin < y.bin));
-    }
-    void update(rank_t b, double load) {
-      const std::size_t i = pos[b];
-      at[i].load = load;
-      if (i > 0 && before(at[i], at[(i - 1) / arity]))
-        sift_up(i);
-      else
-        sift_down(i);
-    }
-    void sift_up(std::size_t i) {
-      const bin_key k = at[i];
-      while (i > 0) {
-        const std::size_t parent = (i - 1) / arity;
-        if (!before(k, at[parent])) break;
-        at[i] = at[parent];
-        pos[at[i].bin] = static_cast<std::uint32_t>(i);
-        i = parent;
-      }
-      at[i] = k;
-      pos[k.bin] = static_cast<std::uint32_t>(i);
-    }
-    void sift_down(std::size_t i) {
-      const std::size_t d = at.size();
-      const bin_key k = at[i];
-      for (;;) {
-        const std::size_t first = arity * i + 1;
-        if (first >= d) break;
-        std::size_t c = first;
-        for (std::size_t x = first + 1; x < std::min(first + arity, d); ++x) c = before(at[x], at[c]) ? x : c;
-        if (!before(at[c], k)) break;
-        at[i] = at[c];
-        pos[at[i].bin] = static_cast<std::uint32_t>(i);
-        i = c;
-      }
-      at[i] = k;
-      pos[k.bin] = static_cast<std::uint32_t>(i);
-    }
-  };
-
   const double* load_;
-  heap<false> min_;
-  heap<true> max_;
-  std::vector<std::uint32_t> frontier_;  // min-heap positions, a heap by their keys
+  mmbal::detail::indexed_heap<false> min_;
+  mmbal::detail::indexed_heap<true> max_;
 };
 
 /// A candidate step: unit `out` leaves the top bin for `partner`; with a swap, unit `in`

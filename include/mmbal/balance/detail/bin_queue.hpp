@@ -1,7 +1,9 @@
 #pragma once
 /// @file
 /// Min-queues of bins for the greedy placements, all Boost.Heap (namespace
-/// mmbal::balance::detail). The one hand-written queue is core/detail/loser_tree.hpp.
+/// mmbal::balance::detail). The library's two hand-written queues, each measured faster than
+/// Boost.Heap in its pattern, are core/detail/loser_tree.hpp (LPT) and
+/// core/detail/indexed_heap.hpp (`refine`'s bin order).
 
 #include <mmbal/core/types.hpp>
 
@@ -36,7 +38,8 @@ struct reversed {
 /// A min-queue of keys: Boost.Heap's 4-ary heap, `top()` the least key. Keys here are strict
 /// total orders (they end in the bin), so its choices equal those of any correct min-heap.
 /// Replaces the hand-written binary and 4-ary heaps (bench/RESULTS.md "Heaps and libraries
-/// (issue 12)"); the project keeps one hand-written queue, core/detail/loser_tree.hpp.
+/// (issue 12)"); the hand-written queues left are core/detail/loser_tree.hpp and
+/// core/detail/indexed_heap.hpp (bench/RESULTS.md "Session 13 — one indexed heap").
 template <class Key>
 using min_queue = boost::heap::d_ary_heap<Key, boost::heap::arity<4>, boost::heap::compare<reversed<std::less<Key>>>>;
 

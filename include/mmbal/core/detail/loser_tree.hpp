@@ -1,8 +1,9 @@
 #pragma once
 /// @file
-/// The library's one hand-written priority queue (namespace mmbal::detail): a tournament
-/// (loser) tree over bins with replace-the-minimum, the inner loop of LPT. Every other queue
-/// of bins is a Boost.Heap (balance/detail/bin_queue.hpp, balance/tolerance_lpt.hpp).
+/// One of the library's two hand-written priority queues (namespace mmbal::detail): a
+/// tournament (loser) tree over bins with replace-the-minimum, the inner loop of LPT. The
+/// other is `refine`'s indexed heap (core/detail/indexed_heap.hpp); every other queue of bins
+/// is a Boost.Heap (balance/detail/bin_queue.hpp, balance/tolerance_lpt.hpp).
 
 #include <mmbal/core/types.hpp>
 

@@ -17,10 +17,14 @@ namespace mmbal::detail {
 
 /// Sorts (key << 32 | id) words by key, stably (ids in the low half are never compared, so
 /// words whose ids ascend in input order come out as a full sort of the words). `max_key`
-/// bounds the keys (only its significant bits are sorted on).
-inline void sort_packed(std::vector<std::uint64_t>& words, std::vector<std::uint64_t>& spare, std::uint64_t max_key) {
-  stable_radix_sort(
-      words, spare, [](std::uint64_t w) { return w >> 32; }, std::bit_width(max_key));
+/// bounds the keys (only its significant bits are sorted on); `DigitBits` and `cutoff` as in
+/// `stable_radix_sort` (defaults for long lists; `migrate` sorts a rank's few dozen words
+/// with 8-bit digits and a cutoff of 32).
+template <int DigitBits = 11>
+void sort_packed(std::vector<std::uint64_t>& words, std::vector<std::uint64_t>& spare, std::uint64_t max_key,
+                 std::size_t cutoff = radix_sort_cutoff) {
+  stable_radix_sort<DigitBits>(
+      words, spare, [](std::uint64_t w) { return w >> 32; }, std::bit_width(max_key), cutoff);
 }
 
 /// The ids in the low halves of sorted packed words.
