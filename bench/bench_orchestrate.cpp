@@ -16,6 +16,10 @@
 // - BM_orchestrate_reuse/threads: the same, each plan written into the previous one's
 //   orchestration with one caller-owned workspace (`plan(w, out, workspace)`, a training
 //   loop's steady state);
+// - BM_orchestrate_alone/threads: a fresh result every call with nothing else of the
+//   benchmark's alive (BM_orchestrate keeps two more orchestrations for its counters, which
+//   keeps glibc's heap fragmented): a loop of fresh plans; counter `faults_per_plan` (minor
+//   page faults, getrusage; bench/RESULTS.md "Session 13 — first touches");
 // - BM_orchestrate_no_relabel: the same without node-wise relabeling;
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
 //   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
@@ -29,6 +33,9 @@
 #include <benchmark/benchmark.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#endif
+#ifdef __unix__
+#include <sys/resource.h>
 #endif
 
 #include <algorithm>
@@ -140,6 +147,26 @@ BENCHMARK(BM_orchestrate)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMilli
 // The same, planning into the previous step's orchestration with one workspace (`plan(w, out, workspace)`).
 void BM_orchestrate_reuse(benchmark::State& state) { run_plan(state, true, true); }
 BENCHMARK(BM_orchestrate_reuse)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+#ifdef __unix__
+void BM_orchestrate_alone(benchmark::State& state) {
+  const auto& w = omni_workload();
+  const auto orch = make(true, nullptr, static_cast<unsigned>(state.range(0)));
+  auto minor_faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  };
+  const long before = minor_faults();
+  for (auto _ : state) {
+    const mmbal::orchestrate::orchestration o = orch.plan(w);
+    benchmark::DoNotOptimize(o.fingerprint);
+  }
+  state.counters["faults_per_plan"] = static_cast<double>(minor_faults() - before) /
+                                      static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+}
+BENCHMARK(BM_orchestrate_alone)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 
 void BM_orchestrate_no_relabel(benchmark::State& state) { run_plan(state, false); }
 BENCHMARK(BM_orchestrate_no_relabel)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
