@@ -239,6 +239,36 @@ void require_same(const mmbal::orchestrate::orchestration& a, const mmbal::orche
 }
 }  // namespace
 
+TEST_CASE("orchestrator: the workload scan and item collection split into chunks give the serial plan and error",
+          "[orchestrate][concurrency]") {
+  // More than two chunks' worth of samples (16,384 each at least), so threads = 2 and 3 split
+  // the scan and the collection of items; groups on some samples (the group column too).
+  const mmbal::rank_t d = 64;
+  auto w = omni(50'000, d, 21);
+  for (std::size_t i = 0; i < w.samples.size(); i += 5) w.samples[i].group = i % 97;
+  auto with_threads = [&](unsigned threads) {
+    orchestrator_options o;
+    o.ranks = d;
+    o.ranks_per_node = 8;
+    o.bytes_per_token = 3;
+    o.threads = threads;
+    return orchestrator(o);
+  };
+  const auto serial = with_threads(1).plan(w);
+  for (const unsigned threads : {2u, 3u}) {
+    INFO("threads " << threads);
+    require_same(with_threads(threads).plan(w), serial);
+  }
+  // Bad samples in two chunks: the first in input order is named whatever the threads.
+  w.samples[30'000].rank = d;
+  w.samples[45'000].segments.push_back({200, 1, 1});  // a modality id the workload does not name
+  for (const unsigned threads : {1u, 2u, 3u})
+    REQUIRE_THROWS_WITH(with_threads(threads).plan(w), Catch::Contains("index 30000"));
+  w.samples[30'000].rank = 0;
+  for (const unsigned threads : {1u, 2u, 3u})
+    REQUIRE_THROWS_WITH(with_threads(threads).plan(w), Catch::Contains("modality id 200"));
+}
+
 TEST_CASE("orchestrator: planning into a reused orchestration equals a fresh plan", "[orchestrate][concurrency]") {
   // Steps of different shapes and sizes through one orchestration object: more and fewer
   // samples, a step without audio, other rank counts, relabeling on and off.

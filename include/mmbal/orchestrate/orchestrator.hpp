@@ -18,6 +18,7 @@
 #include <mmbal/workload/sample.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -204,10 +205,12 @@ namespace detail {
 /// inter-node maximum nor changes its loads (as a multiset); composed bytes ≤ two-hop bytes
 /// per modality (an output that moves in one hop moves in at least one of the two).
 /// Deterministic: the same workload and configuration give bit-identical results on every
-/// rank, for any `threads`. Concurrency: steps 1 and 2 form one task graph on up to
-/// `orchestrator_options::threads` threads (per phase its plan, then its report; per encoder
-/// its composed plan once its own and the LLM phase's plans are done; the largest phase
-/// starts first, and its composition and report run side by side at the end). `plan` is
+/// rank, for any `threads`. Concurrency: on up to `orchestrator_options::threads` threads,
+/// the workload is scanned and every phase's items collected in chunks of samples; then
+/// steps 1 and 2 form one task graph (per phase its plan, then its report; per encoder the
+/// LLM-side layout of its outputs once the LLM phase's plan is done, and its composed plan
+/// once its own plan is done too; the largest phase starts first, and its composition and
+/// report run side by side at the end). `plan` is
 /// `const` and keeps no state: several threads may call it at once, each with its own output
 /// and `plan_workspace`. Memory: a caller that plans every step passes its previous
 /// orchestration and a `plan_workspace` back in, so the next step reuses their buffers.
@@ -280,7 +283,7 @@ class orchestrator {
  private:
   /// `plan` with `workspace` (kept for the next call) or without one (nullptr).
   void plan_into(const workload& w, orchestration& out, plan_workspace* workspace) const {
-    const workload_scan scan = scan_workload(w, options_.ranks);
+    const workload_scan scan = scan_workload(w, options_.ranks, options_.threads);
     const std::vector<std::string>& names = scan.names;
     const std::size_t phases = names.size(), encoders = phases - 1, llm = encoders;
     out.ranks = options_.ranks;
@@ -291,14 +294,33 @@ class orchestrator {
     out.composed.resize(encoders);
     if (workspace && workspace->relabel.size() < phases) workspace->relabel.resize(phases);
 
-    // One task graph (docs/DESIGN.md §5.5): every phase's plan ("core": items, balance,
-    // relabeling, forward rearrangement), then its report, and for every encoder its composed
-    // plan once its own and the LLM phase's cores are done; the composed plans' item bytes
-    // come from the workload alone and fill the gaps. Cores start largest first, reports and
+    // Every phase's items and every composed plan's segment tokens in one pass over the
+    // workload (one pass per phase cost 2.5 times as much), then one task graph (docs/DESIGN.md
+    // §5.5): every phase's plan ("core": balance, relabeling, forward rearrangement), then its
+    // report; for every encoder its composed plan in two steps: the LLM-side layout of its
+    // outputs ("assemble", which needs only the LLM phase's core, so it runs while the
+    // encoder's own core does) and the rest once that core is done ("compose"); the composed
+    // plans' item bytes fill the gaps. Cores and layouts start largest first, reports and
     // compositions smallest phase first, so the largest phase's composition and report run
     // last, side by side. Every task writes its own fields only: the result does not depend
     // on the order or the thread count.
-    enum class step { core, composed_bytes, compose, report };
+    std::vector<phase_items*> encoder_items(w.modalities.size(), nullptr);
+    std::vector<std::vector<std::uint64_t>*> segment_tokens(w.modalities.size(), nullptr);
+    for (std::size_t k = 0; k < encoders; ++k) {
+      encoder_items[scan.modality[k]] = &out.phases[k].items;
+      segment_tokens[scan.modality[k]] = &out.composed[k].item_bytes;
+    }
+    {
+      const mmbal::detail::phase_item_table table(
+          {.llm = &out.phases[llm].items, .encoders = encoder_items, .segment_tokens = segment_tokens});
+      table.resize(scan.counts, checked_count(w.samples.size(), "samples"));
+      parallel_for_index(scan.chunks(), options_.threads, [&](std::size_t c) {
+        table.fill(w, static_cast<std::uint32_t>(scan.chunk_begin[c]),
+                   static_cast<std::uint32_t>(scan.chunk_begin[c + 1]), scan.chunk_first[c], scan.counts.grouped);
+      });
+    }
+
+    enum class step { core, composed_bytes, assemble, compose, report };
     struct task {
       step what;
       std::size_t phase;
@@ -309,7 +331,7 @@ class orchestrator {
                      [&](std::size_t a, std::size_t b) { return scan.items[a] > scan.items[b]; });
     std::vector<task> tasks;
     std::vector<std::vector<std::size_t>> after;
-    std::vector<std::size_t> core_task(phases), bytes_task(encoders);
+    std::vector<std::size_t> core_task(phases), bytes_task(encoders), assemble_task(encoders);
     for (const std::size_t k : by_size) {
       core_task[k] = tasks.size();
       tasks.push_back({step::core, k});
@@ -320,11 +342,17 @@ class orchestrator {
       tasks.push_back({step::composed_bytes, k});
       after.emplace_back();
     }
+    for (const std::size_t k : by_size)
+      if (k != llm) {
+        assemble_task[k] = tasks.size();
+        tasks.push_back({step::assemble, k});
+        after.push_back({core_task[llm]});
+      }
     for (auto it = by_size.rbegin(); it != by_size.rend(); ++it) {
       const std::size_t k = *it;
       if (k != llm) {
         tasks.push_back({step::compose, k});
-        after.push_back({core_task[k], core_task[llm], bytes_task[k]});
+        after.push_back({core_task[k], bytes_task[k], assemble_task[k]});
         std::sort(after.back().begin(), after.back().end());
       }
       tasks.push_back({step::report, k});
@@ -335,13 +363,18 @@ class orchestrator {
           const task& t = tasks[i];
           switch (t.what) {
             case step::core:
-              plan_phase(w, names[t.phase], workspace ? &workspace->relabel[t.phase] : nullptr, out.phases[t.phase]);
+              plan_phase(names[t.phase], workspace ? &workspace->relabel[t.phase] : nullptr, out.phases[t.phase]);
               break;
             case step::composed_bytes:
-              composed_item_bytes(w, names[t.phase], scan.items[t.phase], out.composed[t.phase]);
+              composed_item_bytes(names[t.phase], out.composed[t.phase]);
+              break;
+            case step::assemble:
+              // The composed plan's destination: where the LLM layout wants every output.
+              assembly_layout(out.phases[t.phase].items, out.phases[llm].forward, plan_validation::trusted,
+                              out.composed[t.phase].composed.destination);
               break;
             case step::compose:
-              compose_phase(out.phases[t.phase], out.phases[llm], out.composed[t.phase]);
+              compose_phase(names[t.phase], out.phases[t.phase], out.composed[t.phase]);
               break;
             case step::report:
               report_phase(out.phases[t.phase]);
@@ -361,6 +394,7 @@ class orchestrator {
     }
     for (std::size_t k = 0; k < encoders; ++k) {
       rethrow(step::composed_bytes, k);
+      rethrow(step::assemble, k);
       rethrow(step::compose, k);
     }
 
@@ -389,34 +423,63 @@ class orchestrator {
   }
 
  private:
-  /// The phase names of a workload in plan order and the item count of each phase.
+  /// The phase names of a workload in plan order, the item count of each phase, the modality
+  /// id of each encoder phase, the workload's counts (`count_segments`), and the chunks of
+  /// samples that the scan (and then the collection of items) split between threads.
   struct workload_scan {
     std::vector<std::string> names;
     std::vector<std::size_t> items;
+    std::vector<modality_id> modality;
+    workload_counts counts;
+    std::vector<std::size_t> chunk_begin;                   ///< chunk c = samples [begin[c], begin[c + 1])
+    std::vector<std::array<std::size_t, 256>> chunk_first;  ///< per chunk, segments of each modality before it
+
+    [[nodiscard]] std::size_t chunks() const noexcept { return chunk_first.size(); }
   };
 
-  /// One pass over `w`: checks every sample's rank (< `ranks`, when given) and every
-  /// segment's modality id, and returns the phase names (see `phase_names`) and item counts.
-  [[nodiscard]] static workload_scan scan_workload(const workload& w, std::optional<rank_t> ranks) {
-    std::vector<std::size_t> segments(w.modalities.size(), 0);
-    for (std::size_t i = 0; i < w.samples.size(); ++i) {
-      const sample& s = w.samples[i];
-      if (ranks && s.rank >= *ranks)
-        mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " (index ", i, ") is on rank ", s.rank,
-                                     " >= ranks ", *ranks);
-      for (const segment& g : s.segments) {
-        if (g.modality >= w.modalities.size())
-          mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
-                                       unsigned{g.modality}, " but the workload names ", w.modalities.size(),
-                                       " modalities");
-        ++segments[g.modality];
-      }
-    }
+  /// Samples per chunk of the scan at least (a chunk takes ≈ 1 ms at 16 K samples, against tens
+  /// of µs to start a thread).
+  static constexpr std::size_t min_chunk_samples = 16384;
+
+  /// One pass over `w` on up to `threads` threads (chunks of consecutive samples): checks every
+  /// sample's rank (< `ranks`, when given) and every segment's modality id (the first
+  /// offending sample in input order is reported, whatever the chunks), and returns the phase
+  /// names (see `phase_names`) and item counts.
+  [[nodiscard]] static workload_scan scan_workload(const workload& w, std::optional<rank_t> ranks,
+                                                   unsigned threads = 1) {
     workload_scan out;
+    const std::size_t n = w.samples.size();
+    const std::size_t chunks = std::clamp<std::size_t>(n / min_chunk_samples, 1, resolve_threads(threads));
+    out.chunk_begin.resize(chunks + 1);
+    for (std::size_t c = 0; c <= chunks; ++c) out.chunk_begin[c] = n * c / chunks;
+    std::vector<workload_counts> counts(chunks);
+    parallel_for_index(chunks, threads, [&](std::size_t c) {
+      for (std::size_t i = out.chunk_begin[c]; i < out.chunk_begin[c + 1]; ++i) {
+        const sample& s = w.samples[i];
+        if (ranks && s.rank >= *ranks)
+          mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " (index ", i, ") is on rank ", s.rank,
+                                       " >= ranks ", *ranks);
+        counts[c].grouped |= s.group.has_value();
+        for (const segment& g : s.segments) {
+          if (g.modality >= w.modalities.size())
+            mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
+                                         unsigned{g.modality}, " but the workload names ", w.modalities.size(),
+                                         " modalities");
+          ++counts[c].segments[g.modality];
+        }
+      }
+    });
+    out.chunk_first.resize(chunks);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      out.chunk_first[c] = out.counts.segments;
+      out.counts.grouped |= counts[c].grouped;
+      for (std::size_t m = 0; m < 256; ++m) out.counts.segments[m] += counts[c].segments[m];
+    }
     for (std::size_t m = 1; m < w.modalities.size(); ++m)
-      if (segments[m] > 0) {
+      if (out.counts.segments[m] > 0) {
         out.names.push_back(w.modalities[m]);
-        out.items.push_back(segments[m]);
+        out.items.push_back(out.counts.segments[m]);
+        out.modality.push_back(static_cast<modality_id>(m));
       }
     out.names.emplace_back("llm");
     out.items.push_back(w.samples.size());
@@ -438,38 +501,33 @@ class orchestrator {
     return combine_fingerprints(parts);
   }
 
-  /// The composed plan's item bytes of encoder phase `name` (`count` segments) into `c`: the
-  /// LLM tokens of every segment of the modality, in phase item order (input order), read
-  /// from the workload alone so that this runs before the phase is planned.
-  void composed_item_bytes(const workload& w, const std::string& name, std::size_t count, composed_plan& c) const {
-    const modality_id m = *w.find_modality(name);
-    c.item_bytes.resize(count);
-    std::size_t i = 0;
-    for (const sample& s : w.samples)
-      for (const segment& g : s.segments)
-        if (g.modality == m) {
-          c.item_bytes[i] = mmbal::detail::token_bytes(g.llm_tokens, options_.bytes_per_token, name, i);
-          ++i;
-        }
+  /// The composed plan's item bytes of encoder phase `name`: `c.item_bytes` holds every
+  /// segment's LLM tokens (`collect_phase_items`) and becomes tokens × bytes per token.
+  void composed_item_bytes(const std::string& name, composed_plan& c) const {
+    if (options_.bytes_per_token == 1) return;
+    for (std::size_t i = 0; i < c.item_bytes.size(); ++i)
+      c.item_bytes[i] = mmbal::detail::token_bytes(c.item_bytes[i], options_.bytes_per_token, name, i);
   }
 
-  /// The composed encoder→LLM plan of encoder phase `e` into `c` (see `compose_to_llm`);
-  /// `c.item_bytes` is already set (`composed_item_bytes`).
-  void compose_phase(const phase_plan& e, const phase_plan& llm, composed_plan& c) const {
-    c.modality = e.name;
-    compose_to_llm(e.items, e.forward, llm.forward, plan_validation::trusted, c.composed);  // valid by construction
+  /// The composed encoder→LLM plan of encoder phase `e` (named `name`) into `c`, whose
+  /// destination (`assembly_layout` under the LLM plan) and item bytes are already set: the
+  /// source is where the encoder ran, Π_E's destination (as `compose_to_llm`; the plans are
+  /// valid by construction); then its traffic and fingerprint.
+  void compose_phase(const std::string& name, const phase_plan& e, composed_plan& c) const {
+    c.modality = name;
+    c.composed.ranks = options_.ranks;
+    c.composed.source = e.forward.destination;
     c.traffic = compare_composition(c.composed, e.forward.source, c.item_bytes, options_.ranks_per_node);
     c.fingerprint = fingerprint(c.composed, c.item_bytes);
   }
 
-  /// Plans phase `name` into `p`: every field but the report and the fingerprint
-  /// (`report_phase`) is overwritten; buffers are reused.
-  void plan_phase(const workload& w, const std::string& name, relabel_workspace* workspace, phase_plan& p) const {
+  /// Plans phase `name` into `p`, whose items are set: every other field but the report and
+  /// the fingerprint (`report_phase`) is overwritten; buffers are reused.
+  void plan_phase(const std::string& name, relabel_workspace* workspace, phase_plan& p) const {
     const rank_t d = options_.ranks;
     p.name = name;
     p.policy = policy(name);
-    phase_items_of(w, name, p.items);
-    const std::size_t n = p.items.size();
+    const std::size_t n = p.items.size();  // collected before the task graph
     phase_item_bytes(p.items, options_.bytes_per_token, name, p.item_bytes);
 
     std::vector<std::uint64_t> groups;

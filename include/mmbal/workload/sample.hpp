@@ -6,8 +6,11 @@
 
 #include <mmbal/core/types.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,25 +104,127 @@ namespace detail {
 }
 }  // namespace detail
 
-/// The LLM phase's items into `p` (its buffers are reused; previous contents are replaced).
-/// Throws if a sample's length exceeds 2^32 - 1.
-inline void llm_phase_items(const workload& w, phase_items& p) {
-  const std::uint32_t n = checked_count(w.samples.size(), "samples");
-  const bool grouped = detail::has_groups(w);
-  p.weights.resize(n);
-  p.origin.resize(n);
-  p.sample_of.resize(n);
-  p.segment_of.assign(n, 0);
-  p.group.resize(grouped ? n : 0);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const sample& s = w.samples[i];
-    const std::uint64_t len = s.llm_length();
-    if (len > UINT32_MAX) detail::throw_invalid("sample ", s.id, ": LLM length ", len, " exceeds 2^32 - 1");
-    p.weights[i] = static_cast<length_t>(len);
-    p.origin[i] = s.rank;
-    p.sample_of[i] = i;
-    if (grouped) p.group[i] = s.group;
+/// What one pass over a workload counts: segments per modality id (all 256 ids), and whether
+/// any sample has a group.
+struct workload_counts {
+  std::array<std::size_t, 256> segments{};
+  bool grouped = false;
+};
+
+/// The counts of `w`. O(samples + segments).
+[[nodiscard]] inline workload_counts count_segments(const workload& w) {
+  workload_counts c;
+  for (const sample& s : w.samples) {
+    c.grouped |= s.group.has_value();
+    for (const segment& g : s.segments) ++c.segments[g.modality];
   }
+  return c;
+}
+
+/// Where `collect_phase_items` writes; a null pointer (or an id beyond a span) skips that
+/// output.
+struct phase_item_sinks {
+  phase_items* llm = nullptr;                ///< the LLM phase's items (`llm_phase_items`)
+  std::span<phase_items* const> encoders{};  ///< [m]: modality m's items (`encoder_phase_items`); [0] is ignored
+  /// [m]: for every item of modality m, in the same order, its segment's LLM tokens (what an
+  /// encoder output occupies in the LLM sequence: the composed plan's item size).
+  std::span<std::vector<std::uint64_t>* const> segment_tokens{};
+};
+
+namespace detail {
+/// The sinks of `collect_phase_items` by modality id (all 256: a lookup per segment without a
+/// bounds check).
+struct phase_item_table {
+  phase_items* llm = nullptr;
+  std::array<phase_items*, 256> encoder{};
+  std::array<std::vector<std::uint64_t>*, 256> tokens{};
+
+  explicit phase_item_table(const phase_item_sinks& sinks) : llm(sinks.llm) {
+    for (std::size_t m = 1; m < 256; ++m) {
+      if (m < sinks.encoders.size()) encoder[m] = sinks.encoders[m];
+      if (m < sinks.segment_tokens.size()) tokens[m] = sinks.segment_tokens[m];
+    }
+  }
+
+  /// Sizes every sink for `samples` samples with `counts` (`count_segments` of the workload).
+  void resize(const workload_counts& counts, std::size_t samples) const {
+    const auto size = [&](phase_items& p, std::size_t count) {
+      checked_count(count, "segments");
+      p.weights.resize(count);
+      p.origin.resize(count);
+      p.sample_of.resize(count);
+      p.segment_of.resize(count);
+      p.group.resize(counts.grouped ? count : 0);
+    };
+    for (std::size_t m = 1; m < 256; ++m) {
+      if (encoder[m]) size(*encoder[m], counts.segments[m]);
+      if (tokens[m]) tokens[m]->resize(counts.segments[m]);
+    }
+    if (llm) {
+      size(*llm, samples);
+      std::fill(llm->segment_of.begin(), llm->segment_of.end(), 0);
+    }
+  }
+
+  /// Fills the sinks (sized by `resize`) from samples [begin, end) of `w`, whose first item of
+  /// modality m goes to index `at[m]` (the segments of m before `begin`). Throws `invalid_input`
+  /// when the LLM phase is requested and a sample's LLM length exceeds 2^32 - 1 (the first
+  /// such sample of the range).
+  void fill(const workload& w, std::uint32_t begin, std::uint32_t end, std::array<std::size_t, 256> at,
+            bool grouped) const {
+    for (std::uint32_t i = begin; i < end; ++i) {
+      const sample& s = w.samples[i];
+      std::uint64_t length = 0;
+      for (std::uint32_t k = 0; k < s.segments.size(); ++k) {
+        const segment& g = s.segments[k];
+        length += g.llm_tokens;
+        const std::size_t j = at[g.modality]++;
+        if (phase_items* p = encoder[g.modality]) {
+          p->weights[j] = g.encoder_len;
+          p->origin[j] = s.rank;
+          p->sample_of[j] = i;
+          p->segment_of[j] = k;
+          if (grouped) p->group[j] = s.group;
+        }
+        if (std::vector<std::uint64_t>* t = tokens[g.modality]) (*t)[j] = g.llm_tokens;
+      }
+      if (llm) {
+        if (length > UINT32_MAX) throw_invalid("sample ", s.id, ": LLM length ", length, " exceeds 2^32 - 1");
+        llm->weights[i] = static_cast<length_t>(length);
+        llm->origin[i] = s.rank;
+        llm->sample_of[i] = i;
+        if (grouped) llm->group[i] = s.group;
+      }
+    }
+  }
+};
+
+/// `collect_phase_items` with the counts of `w` given (`counts` must equal `count_segments(w)`:
+/// for callers whose own pass over the workload counted them, e.g. while validating).
+inline void collect_phase_items(const workload& w, const workload_counts& counts, const phase_item_sinks& sinks) {
+  const std::uint32_t n = checked_count(w.samples.size(), "samples");
+  const phase_item_table table(sinks);
+  table.resize(counts, n);
+  table.fill(w, 0, n, {}, counts.grouped);
+}
+}  // namespace detail
+
+/// Every requested phase's items in one pass over `w` after a counting pass (separate builds
+/// read the whole workload once or twice per phase: for three phases of 845 K items in
+/// 153,600 samples, 14 ms against 8). Same results as `llm_phase_items` and
+/// `encoder_phase_items` for every requested phase. Buffers are reused; previous contents are
+/// replaced. Throws `invalid_input` when the LLM phase is requested and a sample's LLM length
+/// exceeds 2^32 - 1, or when a count exceeds 2^32 - 1. O(samples + segments).
+inline void collect_phase_items(const workload& w, const phase_item_sinks& sinks) {
+  detail::collect_phase_items(w, count_segments(w), sinks);
+}
+
+/// The LLM phase's items into `p` (its buffers are reused; previous contents are replaced):
+/// one per sample, weighted by its LLM length. Throws if a sample's length exceeds 2^32 - 1.
+inline void llm_phase_items(const workload& w, phase_items& p) {
+  workload_counts counts;  // the LLM phase needs no segment counts
+  counts.grouped = detail::has_groups(w);
+  detail::collect_phase_items(w, counts, {.llm = &p});
 }
 
 /// The LLM phase's items: one per sample. Throws if a sample's length exceeds 2^32 - 1.
@@ -134,32 +239,11 @@ inline void llm_phase_items(const workload& w, phase_items& p) {
 /// Throws if `modality` is text.
 inline void encoder_phase_items(const workload& w, modality_id modality, phase_items& p) {
   if (modality == text_modality) detail::throw_invalid("encoder_phase_items: text has no encoder phase");
-  const std::uint32_t n = checked_count(w.samples.size(), "samples");
-  // Count first: exact sizes instead of ~log n regrowths of five vectors (fresh memory costs
-  // more than this extra pass).
-  std::size_t count = 0;
-  for (const sample& s : w.samples)
-    for (const segment& g : s.segments) count += g.modality == modality;
-  checked_count(count, "segments");
-  const bool grouped = detail::has_groups(w);
-  p.weights.resize(count);
-  p.origin.resize(count);
-  p.sample_of.resize(count);
-  p.segment_of.resize(count);
-  p.group.resize(grouped ? count : 0);
-  std::size_t at = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const sample& s = w.samples[i];
-    for (std::uint32_t k = 0; k < s.segments.size(); ++k) {
-      if (s.segments[k].modality != modality) continue;
-      p.weights[at] = s.segments[k].encoder_len;
-      p.origin[at] = s.rank;
-      p.sample_of[at] = i;
-      p.segment_of[at] = k;
-      if (grouped) p.group[at] = s.group;
-      ++at;
-    }
-  }
+  // Counted first: exact sizes instead of ~log n regrowths of five vectors (fresh memory costs
+  // more than the extra pass).
+  std::vector<phase_items*> encoders(std::size_t{modality} + 1, nullptr);
+  encoders[modality] = &p;
+  collect_phase_items(w, {.encoders = encoders});
 }
 
 /// An encoder phase's items: every segment of `modality`, in input order, weighted by its
