@@ -66,6 +66,13 @@ TEST_CASE("assembly layout: samples in LLM slot order, segments in sequence orde
     std::reverse(v->begin(), v->end());
   const std::vector<location> expect_reversed{expect[2], expect[1], expect[0]};
   CHECK(mmbal::assembly_layout(reversed, llm).where == expect_reversed);
+  // Samples in order but one sample's two segments swapped: only the segment index is out of
+  // order (the in-order shortcut must not apply).
+  mmbal::phase_items swapped = enc;
+  for (auto* v : {&swapped.weights, &swapped.origin, &swapped.sample_of, &swapped.segment_of})
+    std::swap((*v)[0], (*v)[1]);
+  const std::vector<location> expect_swapped{expect[1], expect[0], expect[2]};
+  CHECK(mmbal::assembly_layout(swapped, llm).where == expect_swapped);
 }
 
 TEST_CASE("Π_E then composed == Π_M on assembled samples; two hops agree; backward restores", "[rearrange][compose]") {
@@ -179,4 +186,41 @@ TEST_CASE("compose_encoder_to_llm rejects inconsistent inputs", "[rearrange][com
   // Shape mismatches are rejected in both modes.
   CHECK_THROWS_WITH(mmbal::compose_to_llm(enc, three, pi_m, mmbal::plan_validation::trusted, out),
                     Catch::Contains("compose_to_llm: encoder plan has 3 ranks"));
+}
+
+TEST_CASE("move_traffic and rearrangement_traffic count node crossings against a division reference",
+          "[rearrange][compose]") {
+  auto g = mmbal::make_rng(140);
+  for (int t = 0; t < 200; ++t) {
+    const auto d = static_cast<rank_t>(1 + mmbal::uniform_below(g, 40));
+    const auto c = static_cast<rank_t>(mmbal::uniform_below(g, 10));  // 0 = one node
+    const std::size_t n = mmbal::uniform_below(g, 60);
+    std::vector<location> from(n), to(n);
+    std::vector<std::uint64_t> bytes(n);
+    mmbal::traffic expect;
+    for (std::size_t i = 0; i < n; ++i) {
+      from[i] = {static_cast<rank_t>(mmbal::uniform_below(g, d)), 0};
+      to[i] = {static_cast<rank_t>(mmbal::uniform_below(g, d)), 0};
+      bytes[i] = mmbal::uniform_below(g, 100);
+      if (from[i].rank == to[i].rank) continue;
+      ++expect.moved_items;
+      expect.moved_bytes += bytes[i];
+      if (c > 0 && from[i].rank / c != to[i].rank / c) expect.inter_node_bytes += bytes[i];
+    }
+    const auto same = [](const mmbal::traffic& a, const mmbal::traffic& b) {
+      return a.moved_items == b.moved_items && a.moved_bytes == b.moved_bytes &&
+             a.inter_node_bytes == b.inter_node_bytes;
+    };
+    CHECK(same(mmbal::move_traffic(from, to, bytes, c), expect));
+    // rearrangement_traffic's table covers `ranks`; ranks beyond it (an unvalidated plan) still count.
+    const rearrangement r{d / 2 + 1, from, to};
+    CHECK(same(mmbal::rearrangement_traffic(r, bytes, c), expect));
+  }
+  // Ranks far beyond any table.
+  const std::vector<location> from{{4'000'000'000u, 0}}, to{{7, 0}};
+  const std::vector<std::uint64_t> bytes{5};
+  CHECK(mmbal::move_traffic(from, to, bytes, 8).inter_node_bytes == 5);
+  CHECK(mmbal::move_traffic(from, to, bytes, 4'000'000'000u).inter_node_bytes == 5);
+  CHECK_THROWS_WITH(mmbal::move_traffic(from, to, std::vector<std::uint64_t>{}, 8),
+                    Catch::Contains("move_traffic") && Catch::Contains("0 item_bytes"));
 }

@@ -14,6 +14,31 @@
 
 namespace mmbal {
 
+namespace oracle_detail {
+
+/// The identity relabeling of `r` with its max volume (what every relabeling starts from and
+/// falls back to).
+[[nodiscard]] inline relabeling identity_relabeling(const rearrangement& r, std::span<const std::uint64_t> bytes,
+                                                    rank_t ranks_per_node) {
+  relabeling out;
+  out.rank_of_batch.resize(r.ranks);
+  std::iota(out.rank_of_batch.begin(), out.rank_of_batch.end(), rank_t{0});
+  out.max_identity = out.max_relabeled = max_inter_node_volume(r, bytes, ranks_per_node);
+  return out;
+}
+
+/// Takes `sigma` into `out` only when its max volume is strictly below the identity's.
+inline void keep_if_better(relabeling& out, const rearrangement& r, std::span<const std::uint64_t> bytes,
+                           rank_t ranks_per_node, const std::vector<rank_t>& sigma) {
+  const std::uint64_t reached = detail::max_volume_relabeled(r, bytes, ranks_per_node, sigma);
+  if (reached < out.max_identity) {
+    out.rank_of_batch = sigma;
+    out.max_relabeled = reached;
+  }
+}
+
+}  // namespace oracle_detail
+
 /// Exact node-wise relabeling for small instances (tests and benchmarks: the heuristic's gap).
 ///
 /// With one rank per node the cost of putting batch j on rank q is out(q) + in(j) − 2·V[q][j]
@@ -29,7 +54,7 @@ namespace mmbal {
                                                        std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node,
                                                        rank_t max_ranks = 16) {
   detail::check_relabel_input(r, item_bytes, "relabel_nodewise_exact");
-  relabeling out = detail::identity_relabeling(r, item_bytes, ranks_per_node);
+  relabeling out = oracle_detail::identity_relabeling(r, item_bytes, ranks_per_node);
   if (ranks_per_node == 0 || ranks_per_node >= r.ranks || out.max_identity == 0) return out;
   const detail::relabel_model md(r, item_bytes, ranks_per_node);
   const rank_t d = md.d;
@@ -114,7 +139,7 @@ namespace mmbal {
       best_sigma = st.ranks_of_batches(st.max_cost());
     }
   }
-  detail::keep_if_better(out, r, item_bytes, ranks_per_node, best_sigma);
+  oracle_detail::keep_if_better(out, r, item_bytes, ranks_per_node, best_sigma);
   return out;
 }
 

@@ -8,6 +8,7 @@
 /// of two (back to the origin, then on with the sample).
 /// @see OrchMLLM §6 (Subsequences assembly, Rearrangement composition).
 
+#include <mmbal/core/detail/node_map.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -51,31 +52,39 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
     detail::throw_invalid("assembly_layout: phase items have ", n, " weights, ", encoder.sample_of.size(),
                           " sample ids and ", encoder.segment_of.size(), " segment ids");
   checked_count(n, "encoder items");
-  for (std::size_t i = 0; i < n; ++i)
-    if (encoder.sample_of[i] >= llm.size())
-      detail::throw_invalid("assembly_layout: encoder item ", i, " belongs to sample ", encoder.sample_of[i],
-                            " but the LLM rearrangement has ", llm.size(), " samples");
   // Encoder items grouped by sample (counting sort, ascending id), then by segment index
   // inside each sample (tiny lists), then dealt out by walking every LLM rank's slots: O(n +
   // samples), no global comparison sort. 32-bit offsets (n < 2^32, checked above) and the
   // offsets themselves as the fill cursors: a fresh plan faults in every page it touches.
+  // Items already grouped by sample in segment order (what `encoder_phase_items` gives) need
+  // no reordering: checked in the counting pass.
   const std::size_t samples = llm.size();
   std::vector<std::uint32_t> first(samples + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) ++first[encoder.sample_of[i] + std::size_t{1}];
+  bool in_order = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (encoder.sample_of[i] >= samples)
+      detail::throw_invalid("assembly_layout: encoder item ", i, " belongs to sample ", encoder.sample_of[i],
+                            " but the LLM rearrangement has ", samples, " samples");
+    ++first[encoder.sample_of[i] + std::size_t{1}];
+    if (i > 0 &&
+        (encoder.sample_of[i] < encoder.sample_of[i - 1] ||
+         (encoder.sample_of[i] == encoder.sample_of[i - 1] && encoder.segment_of[i] < encoder.segment_of[i - 1])))
+      in_order = false;
+  }
   for (std::size_t s = 0; s < samples; ++s) first[s + 1] += first[s];
-  std::vector<item_id> by_sample(n);
-  for (std::size_t i = 0; i < n; ++i) by_sample[first[encoder.sample_of[i]]++] = static_cast<item_id>(i);
-  for (std::size_t s = samples; s > 0; --s) first[s] = first[s - 1];  // every cursor ended on the next start
-  first[0] = 0;
-  const auto by_segment = [&](item_id x, item_id y) {
-    return encoder.segment_of[x] != encoder.segment_of[y] ? encoder.segment_of[x] < encoder.segment_of[y] : x < y;
-  };
-  for (std::size_t s = 0; s < samples; ++s) {
-    const auto b = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s]);
-    const auto e = by_sample.begin() + static_cast<std::ptrdiff_t>(first[s + 1]);
+  std::vector<item_id> by_sample;  // empty when the items are in order: item k is the k-th
+  if (!in_order) {
+    by_sample.resize(n);
+    for (std::size_t i = 0; i < n; ++i) by_sample[first[encoder.sample_of[i]]++] = static_cast<item_id>(i);
+    for (std::size_t s = samples; s > 0; --s) first[s] = first[s - 1];  // every cursor ended on the next start
+    first[0] = 0;
+    const auto by_segment = [&](item_id x, item_id y) {
+      return encoder.segment_of[x] != encoder.segment_of[y] ? encoder.segment_of[x] < encoder.segment_of[y] : x < y;
+    };
     // Segment order; duplicate (sample, segment) pairs are malformed but stay deterministic.
-    // Items from `encoder_phase_items` already run in it: check before sorting.
-    if (e - b > 1 && !std::is_sorted(b, e, by_segment)) std::sort(b, e, by_segment);
+    for (std::size_t s = 0; s < samples; ++s)
+      std::sort(by_sample.begin() + static_cast<std::ptrdiff_t>(first[s]),
+                by_sample.begin() + static_cast<std::ptrdiff_t>(first[s + 1]), by_segment);
   }
   // Samples in LLM slot order on every rank (llm.destination is a valid layout: validated by
   // the caller or below).
@@ -85,7 +94,10 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
     std::uint32_t next = 0;
     for (std::uint32_t slot = 0; slot < at.count(r); ++slot) {
       const item_id s = at.at(location{r, slot});
-      for (std::size_t k = first[s]; k < first[s + 1]; ++k) where[by_sample[k]] = location{r, next++};
+      if (in_order)
+        for (std::size_t k = first[s]; k < first[s + 1]; ++k) where[k] = location{r, next++};
+      else
+        for (std::size_t k = first[s]; k < first[s + 1]; ++k) where[by_sample[k]] = location{r, next++};
     }
   }
 }
@@ -170,30 +182,50 @@ inline void compose_to_llm(const phase_items& encoder, const rearrangement& enco
   return out;
 }
 
+namespace detail {
+
+/// Adds one item's move from rank a to rank b with `bytes` to `t` (see `move_traffic`).
+inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const node_map& node) noexcept {
+  if (a == b) return;
+  ++t.moved_items;
+  t.moved_bytes += bytes;
+  if (node(a) != node(b)) t.inter_node_bytes += bytes;
+}
+
+inline void check_move_sizes(std::size_t from, std::size_t to, std::size_t bytes, const char* who) {
+  if (bytes != from || to != from)
+    throw_invalid(who, ": ", from, " sources, ", to, " destinations, ", bytes, " item_bytes");
+}
+
+/// `move_traffic` with the rank → node map given.
+[[nodiscard]] inline traffic move_traffic(std::span<const location> from, std::span<const location> to,
+                                          std::span<const std::uint64_t> item_bytes, const node_map& node) {
+  check_move_sizes(from.size(), to.size(), item_bytes.size(), "move_traffic");
+  traffic t;
+  for (std::size_t i = 0; i < from.size(); ++i) add_move(t, from[i].rank, to[i].rank, item_bytes[i], node);
+  return t;
+}
+
+}  // namespace detail
+
 /// What moving item i from `from[i]` to `to[i]` moves, with `item_bytes[i]` bytes for item i:
 /// items and bytes whose rank changes (self sends excluded) and bytes whose node changes
 /// (node = rank / ranks_per_node; 0 = one node). Symmetric in `from` and `to`. Throws on size
 /// mismatch. O(n).
 [[nodiscard]] inline traffic move_traffic(std::span<const location> from, std::span<const location> to,
                                           std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node) {
-  if (item_bytes.size() != from.size() || to.size() != from.size())
-    detail::throw_invalid("move_traffic: ", from.size(), " sources, ", to.size(), " destinations, ", item_bytes.size(),
-                          " item_bytes");
-  traffic t;
-  for (std::size_t i = 0; i < from.size(); ++i) {
-    const rank_t a = from[i].rank, b = to[i].rank;
-    if (a == b) continue;
-    ++t.moved_items;
-    t.moved_bytes += item_bytes[i];
-    if (ranks_per_node > 0 && a / ranks_per_node != b / ranks_per_node) t.inter_node_bytes += item_bytes[i];
-  }
-  return t;
+  detail::check_move_sizes(from.size(), to.size(), item_bytes.size(), "move_traffic");
+  // A node table over the ranks used (up to 2^20 of them; larger ranks are divided).
+  rank_t ranks = 0;
+  for (std::size_t i = 0; i < from.size(); ++i) ranks = std::max({ranks, from[i].rank, to[i].rank});
+  const rank_t table = std::min<std::uint64_t>(std::uint64_t{ranks} + 1, rank_t{1} << 20);
+  return detail::move_traffic(from, to, item_bytes, detail::node_map(table, ranks_per_node));
 }
 
-/// What executing `r` moves (`move_traffic` of its source and destination). O(n).
+/// What executing `r` moves (`move_traffic` of its source and destination). O(n + ranks).
 [[nodiscard]] inline traffic rearrangement_traffic(const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                                                    rank_t ranks_per_node) {
-  return move_traffic(r.source, r.destination, item_bytes, ranks_per_node);
+  return detail::move_traffic(r.source, r.destination, item_bytes, detail::node_map(r.ranks, ranks_per_node));
 }
 
 /// Forward traffic of the composed plan next to the two-hop reference (one direction; the
@@ -205,17 +237,25 @@ struct composition_traffic {
 
 /// Traffic of the composed plan `composed` (encoder ranks → LLM layout) next to the two hops
 /// through `origin` (encoder ranks → origin → LLM layout), with `item_bytes[i]` bytes per
-/// encoder output; the plans need not be materialized. O(n).
+/// encoder output; the plans need not be materialized. One pass over the items. O(n + ranks).
 [[nodiscard]] inline composition_traffic compare_composition(const rearrangement& composed,
                                                              std::span<const location> origin,
                                                              std::span<const std::uint64_t> item_bytes,
                                                              rank_t ranks_per_node) {
+  detail::check_move_sizes(composed.source.size(), composed.destination.size(), item_bytes.size(),
+                           "compare_composition");
+  detail::check_move_sizes(composed.source.size(), origin.size(), item_bytes.size(), "compare_composition");
+  const detail::node_map node(composed.ranks, ranks_per_node);
   composition_traffic c;
-  c.composed = rearrangement_traffic(composed, item_bytes, ranks_per_node);
-  const traffic a = move_traffic(composed.source, origin, item_bytes, ranks_per_node);
-  const traffic b = move_traffic(origin, composed.destination, item_bytes, ranks_per_node);
-  c.two_hop =
-      traffic{a.moved_items + b.moved_items, a.moved_bytes + b.moved_bytes, a.inter_node_bytes + b.inter_node_bytes};
+  traffic back, on;
+  for (std::size_t i = 0; i < item_bytes.size(); ++i) {
+    const rank_t from = composed.source[i].rank, to = composed.destination[i].rank, home = origin[i].rank;
+    detail::add_move(c.composed, from, to, item_bytes[i], node);
+    detail::add_move(back, from, home, item_bytes[i], node);
+    detail::add_move(on, home, to, item_bytes[i], node);
+  }
+  c.two_hop = traffic{back.moved_items + on.moved_items, back.moved_bytes + on.moved_bytes,
+                      back.inter_node_bytes + on.inter_node_bytes};
   return c;
 }
 
