@@ -259,17 +259,23 @@ struct relabel_model {
       top_first[m + 1] = top_first[m] + std::min<std::size_t>(node_batches[m], top_keep);
     top.resize(top_first.back());
     std::vector<std::uint32_t> size(nodes, 0), weakest(nodes, 0);  // weakest: index in the node's list
+    // The bytes an entry must exceed to enter node m's list: 0 until it is full (every entry
+    // has bytes), then its weakest entry's. A dense array, so the common case (no entry)
+    // reads one value instead of two dependent ones in the lists.
+    std::vector<std::uint64_t> floor(nodes, 0);
     for (rank_t j = 0; j < d; ++j)
       for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) {
         const auto [m, vol] = node_vol[k];
+        if (vol <= floor[m]) continue;
         const auto list = top.begin() + static_cast<std::ptrdiff_t>(top_first[m]);
         if (size[m] < top_keep) {
           list[size[m]++] = {j, vol};
-          if (size[m] == top_keep) weakest[m] = weakest_of(list, top_keep);
-        } else if (vol > list[weakest[m]].second) {
+          if (size[m] < top_keep) continue;
+        } else {
           list[weakest[m]] = {j, vol};
-          weakest[m] = weakest_of(list, top_keep);
         }
+        weakest[m] = weakest_of(list, top_keep);
+        floor[m] = list[weakest[m]].second;
       }
     for (rank_t m = 0; m < nodes; ++m)
       if (node_batches[m] > top_keep)
