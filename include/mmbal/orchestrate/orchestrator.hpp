@@ -313,7 +313,10 @@ class orchestrator {
     {
       const mmbal::detail::phase_item_table table(
           {.llm = &out.phases[llm].items, .encoders = encoder_items, .segment_tokens = segment_tokens});
-      table.resize(scan.counts, checked_count(w.samples.size(), "samples"));
+      const std::uint32_t samples = checked_count(w.samples.size(), "samples");
+      const std::vector<std::size_t> sinks = table.requested();
+      parallel_for_index(sinks.size(), options_.threads,
+                         [&](std::size_t k) { table.resize_sink(sinks[k], scan.counts, samples); });
       parallel_for_index(scan.chunks(), options_.threads, [&](std::size_t c) {
         table.fill(w, static_cast<std::uint32_t>(scan.chunk_begin[c]),
                    static_cast<std::uint32_t>(scan.chunk_begin[c + 1]), scan.chunk_first[c], scan.counts.grouped);

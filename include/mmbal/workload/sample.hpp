@@ -146,8 +146,22 @@ struct phase_item_table {
     }
   }
 
-  /// Sizes every sink for `samples` samples with `counts` (`count_segments` of the workload).
-  void resize(const workload_counts& counts, std::size_t samples) const {
+  /// The requested sinks, as indices for `resize_sink`: 0 = the LLM phase's items, m = modality
+  /// m's items, 256 + m = modality m's segment tokens.
+  [[nodiscard]] std::vector<std::size_t> requested() const {
+    std::vector<std::size_t> out;
+    if (llm) out.push_back(0);
+    for (std::size_t m = 1; m < 256; ++m) {
+      if (encoder[m]) out.push_back(m);
+      if (tokens[m]) out.push_back(256 + m);
+    }
+    return out;
+  }
+
+  /// Sizes sink `sink` (see `requested`) for `samples` samples with `counts` (`count_segments`
+  /// of the workload). Sinks are independent: several threads may size different ones (a fresh
+  /// plan's first touches of these pages then run in parallel).
+  void resize_sink(std::size_t sink, const workload_counts& counts, std::size_t samples) const {
     const auto size = [&](phase_items& p, std::size_t count) {
       checked_count(count, "segments");
       p.weights.resize(count);
@@ -156,14 +170,19 @@ struct phase_item_table {
       p.segment_of.resize(count);
       p.group.resize(counts.grouped ? count : 0);
     };
-    for (std::size_t m = 1; m < 256; ++m) {
-      if (encoder[m]) size(*encoder[m], counts.segments[m]);
-      if (tokens[m]) tokens[m]->resize(counts.segments[m]);
-    }
-    if (llm) {
+    if (sink == 0) {
       size(*llm, samples);
       std::fill(llm->segment_of.begin(), llm->segment_of.end(), 0);
+    } else if (sink < 256) {
+      size(*encoder[sink], counts.segments[sink]);
+    } else {
+      tokens[sink - 256]->resize(counts.segments[sink - 256]);
     }
+  }
+
+  /// Sizes every requested sink (`resize_sink`).
+  void resize(const workload_counts& counts, std::size_t samples) const {
+    for (const std::size_t sink : requested()) resize_sink(sink, counts, samples);
   }
 
   /// Fills the sinks (sized by `resize`) from samples [begin, end) of `w`, whose first item of
