@@ -188,7 +188,7 @@ TEST_CASE("conformance: partitioner concept", "[balance][conformance]") {
   STATIC_REQUIRE_FALSE(partitioner<lpt, int>);
 }
 
-TEST_CASE("conformance: every partitioner on seeded random instances", "[balance][conformance]") {
+TEST_CASE("conformance: every partitioner on seeded random instances", "[balance][conformance][heavy]") {
   for (const algorithm_under_test& alg : test::all_algorithms()) {
     SECTION(alg.spec) { run_suite(alg, alg.needs_origin || alg.spec.find("+refine") != std::string::npos ? 60 : 150); }
   }

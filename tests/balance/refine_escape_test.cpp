@@ -131,7 +131,7 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
 // maximum, each escape never ends above the search without it), and the property itself on the
 // classes where it now holds.
 TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
-          "[balance][refine][property]") {
+          "[balance][refine][property][heavy]") {
   constexpr double tolerance = 1e-5;
   // Class key: (equal counts, items per bin ≤ 3 or d ≤ 2 [tiny], else regular).
   std::map<std::string, property_counts> counts;
