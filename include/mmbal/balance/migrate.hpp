@@ -1152,14 +1152,13 @@ template <batch_cost C>
       return r;
     }
     // As `placement_traffic`, without copying the ranks out.
-    const rank_t per_node = opts.ranks_per_node;
-    for (std::size_t i = 0; i < n; ++i) {
-      const rank_t from = origin[i], to = r.placement.where[i].rank;
-      if (from == to) continue;
-      ++r.moved_items;
-      r.moved_bytes += bytes_of[i];
-      if (per_node > 0 && from / per_node != to / per_node) r.inter_node_bytes += bytes_of[i];
-    }
+    const mmbal::detail::node_map node(bins, opts.ranks_per_node);
+    traffic t;
+    for (std::size_t i = 0; i < n; ++i)
+      mmbal::detail::add_move(t, origin[i], r.placement.where[i].rank, bytes_of[i], node);
+    r.moved_items = t.moved_items;
+    r.moved_bytes = t.moved_bytes;
+    r.inter_node_bytes = t.inter_node_bytes;
     return r;
   };
   // ε = ∞ means "any maximum is fine" (and ∞ · 0 would be NaN).

@@ -5,6 +5,7 @@
 /// placement change, and OmniBal's pad ratio (eq. 1) and dist ratio (eq. 2).
 
 #include <mmbal/core/concepts.hpp>
+#include <mmbal/core/detail/node_map.hpp>
 #include <mmbal/core/types.hpp>
 
 #include <algorithm>
@@ -118,20 +119,30 @@ struct traffic {
   std::uint64_t inter_node_bytes = 0;
 };
 
-/// Traffic from `origin` (rank per item) to the ranks of `destination`. O(n).
+namespace detail {
+
+/// Counts one item's move from rank a to rank b carrying `bytes` into `t`: nothing when a == b,
+/// inter-node bytes when node(a) ≠ node(b). The one definition of what a move costs, shared by
+/// every traffic count (here, rearrange/composition.hpp, balance/migrate.hpp).
+inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const node_map& node) noexcept {
+  if (a == b) return;
+  ++t.moved_items;
+  t.moved_bytes += bytes;
+  if (node(a) != node(b)) t.inter_node_bytes += bytes;
+}
+
+}  // namespace detail
+
+/// Traffic from `origin` (rank per item) to the ranks of `destination`. O(n + bins).
 [[nodiscard]] inline traffic placement_traffic(std::span<const rank_t> origin, const partition& destination,
                                                std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node) {
   if (origin.size() != destination.bin_of.size() || item_bytes.size() != origin.size())
     detail::throw_invalid("placement_traffic: sizes differ (origin ", origin.size(), ", destination ",
                           destination.bin_of.size(), ", bytes ", item_bytes.size(), ")");
+  const detail::node_map node(destination.bins, ranks_per_node);
   traffic t;
-  for (std::size_t i = 0; i < origin.size(); ++i) {
-    const rank_t from = origin[i], to = destination.bin_of[i];
-    if (from == to) continue;
-    ++t.moved_items;
-    t.moved_bytes += item_bytes[i];
-    if (ranks_per_node > 0 && from / ranks_per_node != to / ranks_per_node) t.inter_node_bytes += item_bytes[i];
-  }
+  for (std::size_t i = 0; i < origin.size(); ++i)
+    detail::add_move(t, origin[i], destination.bin_of[i], item_bytes[i], node);
   return t;
 }
 

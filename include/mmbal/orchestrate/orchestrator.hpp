@@ -444,6 +444,20 @@ class orchestrator {
   /// of µs to start a thread).
   static constexpr std::size_t min_chunk_samples = 16384;
 
+  /// Throws naming sample i of `w` when it is on a rank ≥ `ranks` (when given) or has a segment
+  /// of a modality id that `w` does not name.
+  static void check_sample(const workload& w, std::size_t i, std::optional<rank_t> ranks) {
+    const sample& s = w.samples[i];
+    if (ranks && s.rank >= *ranks)
+      mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " (index ", i, ") is on rank ", s.rank, " >= ranks ",
+                                   *ranks);
+    for (const segment& g : s.segments)
+      if (g.modality >= w.modalities.size())
+        mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
+                                     unsigned{g.modality}, " but the workload names ", w.modalities.size(),
+                                     " modalities");
+  }
+
   /// One pass over `w` on up to `threads` threads (chunks of consecutive samples): checks every
   /// sample's rank (< `ranks`, when given) and every segment's modality id (the first
   /// offending sample in input order is reported, whatever the chunks), and returns the phase
@@ -456,20 +470,11 @@ class orchestrator {
     out.chunk_begin.resize(chunks + 1);
     for (std::size_t c = 0; c <= chunks; ++c) out.chunk_begin[c] = n * c / chunks;
     std::vector<workload_counts> counts(chunks);
+    std::vector<char> rank_beyond(chunks, 0);
     parallel_for_index(chunks, threads, [&](std::size_t c) {
       for (std::size_t i = out.chunk_begin[c]; i < out.chunk_begin[c + 1]; ++i) {
-        const sample& s = w.samples[i];
-        if (ranks && s.rank >= *ranks)
-          mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " (index ", i, ") is on rank ", s.rank,
-                                       " >= ranks ", *ranks);
-        counts[c].grouped |= s.group.has_value();
-        for (const segment& g : s.segments) {
-          if (g.modality >= w.modalities.size())
-            mmbal::detail::throw_invalid("orchestrator: sample ", s.id, " has a segment of modality id ",
-                                         unsigned{g.modality}, " but the workload names ", w.modalities.size(),
-                                         " modalities");
-          ++counts[c].segments[g.modality];
-        }
+        counts[c].add(w.samples[i]);
+        if (ranks && w.samples[i].rank >= *ranks) rank_beyond[c] = 1;
       }
     });
     out.chunk_first.resize(chunks);
@@ -478,6 +483,10 @@ class orchestrator {
       out.counts.grouped |= counts[c].grouped;
       for (std::size_t m = 0; m < 256; ++m) out.counts.segments[m] += counts[c].segments[m];
     }
+    bool offending = std::find(rank_beyond.begin(), rank_beyond.end(), 1) != rank_beyond.end();
+    for (std::size_t m = w.modalities.size(); m < 256; ++m) offending |= out.counts.segments[m] > 0;
+    if (offending)  // rare: find the first offending sample in input order, whatever the chunks
+      for (std::size_t i = 0; i < n; ++i) check_sample(w, i, ranks);
     for (std::size_t m = 1; m < w.modalities.size(); ++m)
       if (out.counts.segments[m] > 0) {
         out.names.push_back(w.modalities[m]);

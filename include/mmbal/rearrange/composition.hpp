@@ -184,14 +184,6 @@ inline void compose_to_llm(const phase_items& encoder, const rearrangement& enco
 
 namespace detail {
 
-/// Adds one item's move from rank a to rank b with `bytes` to `t` (see `move_traffic`).
-inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const node_map& node) noexcept {
-  if (a == b) return;
-  ++t.moved_items;
-  t.moved_bytes += bytes;
-  if (node(a) != node(b)) t.inter_node_bytes += bytes;
-}
-
 inline void check_move_sizes(std::size_t from, std::size_t to, std::size_t bytes, const char* who) {
   if (bytes != from || to != from)
     throw_invalid(who, ": ", from, " sources, ", to, " destinations, ", bytes, " item_bytes");

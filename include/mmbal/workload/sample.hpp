@@ -109,15 +109,18 @@ namespace detail {
 struct workload_counts {
   std::array<std::size_t, 256> segments{};
   bool grouped = false;
+
+  /// Counts sample `s`. O(its segments).
+  void add(const sample& s) noexcept {
+    grouped |= s.group.has_value();
+    for (const segment& g : s.segments) ++segments[g.modality];
+  }
 };
 
 /// The counts of `w`. O(samples + segments).
 [[nodiscard]] inline workload_counts count_segments(const workload& w) {
   workload_counts c;
-  for (const sample& s : w.samples) {
-    c.grouped |= s.group.has_value();
-    for (const segment& g : s.segments) ++c.segments[g.modality];
-  }
+  for (const sample& s : w.samples) c.add(s);
   return c;
 }
 
