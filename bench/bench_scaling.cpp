@@ -15,8 +15,11 @@
 // back; threads = hardware concurrency; default policies). Manual time = the plan.
 // Counters: items (all phases), sort_ms, ratio_vs_sort, ns_per_item, peak_extra_MiB (one fresh
 // plan with a new orchestrator, counting operator new), MiB_per_2560_ranks.
+// `--huge_page_heap` (first argument) sets up the heap as the `mmbal` tool does
+// (`reserve_huge_page_heap`).
 #include "counting_allocator.hpp"
 
+#include <mmbal/core/huge_page_heap.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
@@ -26,8 +29,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -123,6 +128,15 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --huge_page_heap: the heap setting of the `mmbal` tool (a one-shot planner), so a cold
+  // point measures what `mmbal orchestrate` reports (bench/RESULTS.md, session 16).
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--huge_page_heap") {
+      if (!reserve_huge_page_heap().advised()) std::fprintf(stderr, "--huge_page_heap: the heap was not advised\n");
+      std::copy(argv + i + 1, argv + argc + 1, argv + i);
+      --argc;
+      break;
+    }
   benchmark::Initialize(&argc, argv);
   register_all();
   benchmark::RunSpecifiedBenchmarks();

@@ -15,6 +15,7 @@
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/error.hpp>
+#include <mmbal/core/huge_page_heap.hpp>
 #include <mmbal/core/parallel.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
