@@ -2,8 +2,9 @@
 /// @file
 /// `refine`: local search that lowers the maximum bin cost of any assignment — moves and
 /// pairwise swaps of items between the most loaded bin and the least loaded ones while the
-/// maximum strictly drops, then (additive costs) exchanges of up to two items each way and pair
-/// (or triple) re-splits to escape local optima, never violating a constraint (docs/DESIGN.md §5.1).
+/// maximum strictly drops, then (additive costs) exchanges of up to two items each way, pair
+/// (or triple) re-splits and pool re-differencing to escape local optima, never violating a
+/// constraint (docs/DESIGN.md §5.1).
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/bin_queue.hpp>
@@ -11,6 +12,7 @@
 #include <mmbal/balance/detail/resplit.hpp>
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
+#include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/batch_stats.hpp>
@@ -88,6 +90,18 @@ struct refine_options {
   /// The re-split runs only on pools of at most this many units (the search is exponential in
   /// the pool; larger bins end near the bound with moves and swaps). Default 64.
   std::uint32_t resplit_max_units = 64;
+  /// Pool re-differencing (additive costs, no groups, free or equal counts), the escape after
+  /// the pair re-split: the top bin's items are pooled with those of its 3, then 7, 15, ...
+  /// lightest partners (while the pool holds at most `redifference_max_units` items) and split
+  /// anew among those bins by `kk` (its equal-count form keeps every count within ⌊n/d⌋..⌈n/d⌉).
+  /// The first pool whose new loads all end strictly below the top bin's is applied (parts go to
+  /// the bins that keep the most items). One budget for the whole run of `redifference_work` ×
+  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish.
+  std::uint32_t redifference_work = 16;
+  /// The largest pool of the re-differencing, in items. Default 128: with more items per bin
+  /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
+  /// finding tiny gains at a high price (60 items per bin, 2,560 bins: 14 × the time).
+  std::uint32_t redifference_max_units = 128;
 };
 
 namespace detail {
@@ -616,6 +630,76 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     for (std::size_t g = 0; g < ways; ++g) by_load.update(group[g]);
     return true;
   };
+  // Pool re-differencing: the top bin and its m − 1 lightest partners (m = 4, 8, 16, ...) split
+  // anew by `kk` as a balancer of those bins alone; taken under the same rule as the re-split.
+  // Units must be items (no groups) and the counts free or equal (`kk` takes no fixed cap).
+  std::uint64_t redifference_left =
+      u.trivial && limits.counts.kind != count_cap::mode::fixed ? std::uint64_t{opts.redifference_work} * u.count : 0;
+  constraints pool_limits;
+  pool_limits.counts.kind = limits.counts.kind;
+  std::vector<rank_t> pool_bins;
+  std::vector<length_t> pool_weights;
+  std::vector<double> part_load;
+  auto redifference = [&](rank_t h, double lh) {
+    pool_bins.assign(1, h);
+    by_load.restart();
+    bool lighter_left = true;
+    for (std::size_t m = 4;; m *= 2) {
+      while (lighter_left && pool_bins.size() < m) {
+        const rank_t t = by_load.next();
+        lighter_left = t != no_bin && (t == h || load[t] + quantum < lh);
+        if (lighter_left && t != h) pool_bins.push_back(t);
+      }
+      if (pool_bins.size() < 3) return false;  // two bins: the pair re-split's case
+      pool.clear();
+      for (const rank_t b : pool_bins) {
+        const std::span<const entry> c = seg.of(b);
+        pool.insert(pool.end(), c.begin(), c.end());
+      }
+      if (pool.size() > opts.redifference_max_units || pool.size() > redifference_left) return false;
+      redifference_left -= pool.size();
+      pool_weights.clear();
+      for (const entry& e : pool) pool_weights.push_back(weights[e.second]);  // a unit is its item
+      const std::size_t ways = pool_bins.size();
+      const assignment split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
+      part_load.assign(ways, 0.0);
+      for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].first;
+      bool better = true;
+      for (std::size_t p = 0; p < ways && better; ++p) better = part_load[p] < lh && (!has_cap || part_load[p] <= cap);
+      if (better) {
+        // Parts to bins: the largest overlaps (items already in the bin) first, ties by index.
+        std::vector<std::uint32_t> overlap(ways * ways, 0);  // [part · ways + pool bin position]
+        for (std::size_t x = 0, at = 0; x < pool.size(); ++x) {
+          while (st.unit_bin[pool[x].second] != pool_bins[at]) ++at;  // the pool runs bin by bin
+          ++overlap[split.where[x].rank * ways + at];
+        }
+        std::vector<std::uint32_t> pairs(ways * ways);
+        std::iota(pairs.begin(), pairs.end(), 0u);
+        std::stable_sort(pairs.begin(), pairs.end(),
+                         [&](std::uint32_t x, std::uint32_t y) { return overlap[x] > overlap[y]; });
+        std::vector<rank_t> bin_of_part(ways, no_bin);
+        std::vector<bool> taken(ways, false);
+        for (const std::uint32_t pr : pairs) {
+          const std::size_t p = pr / ways, at = pr % ways;
+          if (bin_of_part[p] != no_bin || taken[at]) continue;
+          bin_of_part[p] = pool_bins[at];
+          taken[at] = true;
+        }
+        for (std::size_t x = 0; x < pool.size(); ++x) {  // arrivals in gathering order
+          const std::uint32_t k = pool[x].second;
+          const rank_t from = st.unit_bin[k], to = bin_of_part[split.where[x].rank];
+          if (to == from) continue;
+          seg.erase(from, pool[x]);
+          seg.insert(to, pool[x]);
+          st.move_unit(k, from, to);
+        }
+        for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
+        for (const rank_t b : pool_bins) by_load.update(b);
+        return true;
+      }
+      if (!lighter_left) return false;  // no lighter partner left to add
+    }
+  };
   auto resplit = [&](rank_t h, double lh) {
     resplit_partners.clear();
     by_load.restart();
@@ -774,6 +858,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     }
     if (!best.found) {
       if (movable == nullptr && resplit_left > 0 && resplit(h, lh)) continue;
+      if (movable == nullptr && redifference_left > 0 && redifference(h, lh)) continue;
       return;
     }
 
@@ -949,24 +1034,27 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   (the `resplit_partners` lightest, lightest first; then pairs of the 8 lightest, split three
 ///   ways) are split anew by a bounded complete search that keeps every constraint (count
 ///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
-///   top's; only for pools of ≤ `resplit_max_units` units. Both run only when the plain search
-///   is stuck. Not a guarantee of matching other algorithms: on seeded random and generated
-///   instances with 2–32 items per bin, 0–29 % of `X+refine` results per class, 9.9 % overall
-///   (11–33 % and 16.7 % before the re-split; ≤ 12 % in the classes with > 3 items per bin) end
-///   above the best shipped algorithm's maximum by more than 1e-5 (up to 2.7 % with equal counts, where `kk`'s
-///   differencing reaches partitions no chain of improving exchanges and re-splits from X does;
-///   none on the generated instances with free counts for X = lpt, kk) — counted in
-///   tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 10 — refine", "Session 11 —
-///   refine pair re-split".
+///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
+///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
+///   lightest partners split anew by `kk` among themselves, pools of ≤ `redifference_max_units`
+///   items, under the same acceptance rule. All run only when the plain search is stuck. Not a
+///   guarantee of matching other algorithms: on seeded random and generated instances with 2–32
+///   items per bin, 0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the
+///   re-differencing, 16.7 % before the re-split) end above the best shipped algorithm's maximum
+///   by more than 1e-5 (up to 2.6 % with ≤ 3 items per bin; ≤ 0.08 % otherwise; none on the
+///   generated instances with free counts for X = lpt, kk, nor with equal counts for X = kk) —
+///   counted in tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 11 — refine pair
+///   re-split", "Session 16 — refine pool re-differencing".
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
 ///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
 ///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
-///   O(1) per pool from its budget. Other costs refold bins: per step the 32 costliest units of the top bin and the 32
-///   cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
-///   trying partners after about 4 M unit folds. At most `max_passes` × units steps.
+///   O(1) per pool from its budget, a re-differencing one `kk` of ≤ 128 items per pool. Other costs refold bins: per
+///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried (all of them in bins of ≤
+///   32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit folds. At most
+///   `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
 ///   arrival order, and the remaining slots are compacted to 0..k−1.
@@ -975,7 +1063,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 /// @param weights cost weight (length) per item
 /// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
 /// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended,
-///                escape and re-split budgets 256, 64 and 64 × units)
+///                escape, re-split and re-differencing budgets 256, 64, 64 and 16 × units)
 /// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
 template <batch_cost C>
 [[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
