@@ -146,6 +146,25 @@ TEST_CASE("refine: attention cost (additive, quadratic) never rises") {
   }
 }
 
+TEST_CASE("refine: a maximum at the costliest unit is optimal: the search stops there and moves nothing") {
+  // Tokens: bin 0 = {60, 40} is the top (100; ties go to the smallest index), bin 1 = {100},
+  // bin 2 = {50, 30}. Swapping 60 and 50 would leave bin 0 at 90, but bin 1 keeps the maximum
+  // at 100 whatever moves: no item moves (a step there would only move bytes).
+  const std::vector<length_t> w{60, 40, 100, 50, 30};
+  const assignment start{3, {{0, 0}, {0, 1}, {1, 0}, {2, 0}, {2, 1}}};
+  CHECK(refine(w, start, cost::tokens{}, constraints{}) == start);
+  // The same bound on the general (non-additive) path: padded bin 0 = {50, 45} costs 2 × 50 =
+  // 100 as bin 1 = {100} does; moving the 50 to the empty bin 2 would lower bin 0 alone.
+  const std::vector<length_t> p{50, 45, 100};
+  const assignment padded_start{3, {{0, 0}, {0, 1}, {1, 0}}};
+  CHECK(refine(p, padded_start, cost::padded{}, constraints{}) == padded_start);
+  // Without the costliest unit's bin the same tops do improve: the stop is the bound's doing.
+  const std::vector<length_t> w2{60, 40, 99, 50, 30};
+  CHECK(max_load(refine(w2, start, cost::tokens{}, constraints{}), w2, cost::tokens{}) < 100.0);
+  const std::vector<length_t> p2{50, 45, 99};
+  CHECK(refine(p2, padded_start, cost::padded{}, constraints{}) != padded_start);
+}
+
 TEST_CASE("refine: on random starts the top bin ends locally optimal (no improving move or swap)") {
   // With every bin as a partner, the stopping rule is: no move of one item from the most
   // loaded bin and no swap with any other bin leaves both bins strictly below the maximum

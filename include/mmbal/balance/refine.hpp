@@ -445,7 +445,10 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   }
   integral = integral && std::abs(total) < 0x1p52;
   const double quantum = integral ? 1.0 : 0.0;
-  const double floor_of_max = integral ? std::ceil(total / bins) : total / bins;
+  // No placement's maximum is below the mean (⌈mean⌉ for integral costs) or, with costs ≥ 0,
+  // below the costliest unit: a top bin at that floor cannot improve.
+  const double mean_floor = integral ? std::ceil(total / bins) : total / bins;
+  const double floor_of_max = non_negative ? std::max(mean_floor, max_cost) : mean_floor;
 
   sorted_segments seg;
   std::vector<double> load(bins, 0.0);
@@ -725,7 +728,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
     const rank_t h = by_load.top();
     const double lh = load[h];
-    if (lh <= stop_at || lh <= floor_of_max) return;  // at the average nothing can improve
+    if (lh <= stop_at || lh <= floor_of_max) return;  // at the floor nothing can improve
     const std::span<const entry> hc = seg.of(h);
     refine_exchange best;
     std::uint32_t tried = 0;
@@ -924,6 +927,9 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   constexpr std::uint64_t budget = std::uint64_t{1} << 22;
   std::vector<double> solo(u.count);
   for (std::uint32_t k = 0; k < u.count; ++k) solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+  // A bin holding a unit costs at least that unit alone (costs are monotone as items are
+  // added): a top bin at the costliest unit's cost cannot improve.
+  const double floor_of_max = solo.empty() ? 0.0 : *std::max_element(solo.begin(), solo.end());
   auto candidates = [&](const std::vector<std::uint32_t>& c, bool costliest, std::vector<std::size_t>& out) {
     out.resize(c.size());
     std::iota(out.begin(), out.end(), std::size_t{0});
@@ -943,7 +949,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
     const rank_t h = most_loaded(by_load).bin;
     const double lh = load[h];
-    if (lh <= stop_at) return;
+    if (lh <= stop_at || lh <= floor_of_max) return;
     const auto& hc = content[h];
     auto fixed = [&](std::uint32_t k) { return movable != nullptr && !(*movable)[k]; };
     candidates(hc, true, cand_h);
@@ -1026,8 +1032,9 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   constraint the start satisfies stays satisfied: `count_cap` (per-bin counts stay within
 ///   ⌊n/d⌋…⌈n/d⌉ for `equal`, ≤ cap for `fixed`), `capacity` (a receiving bin stays ≤ cap),
 ///   `groups` (a group moves as one unit, so its items move together or not at all).
-/// - Stops early when the maximum reaches Σ cost / d (⌈Σ / d⌉ for integral costs such as
-///   tokens): it is then optimal, though other bins may still sit at it.
+/// - Stops early when the maximum reaches a lower bound of every placement — Σ cost / d
+///   (⌈Σ / d⌉ for integral costs such as tokens; additive costs) or the costliest unit alone
+///   (costs ≥ 0; any cost): it is then optimal, though other bins may still sit at it.
 /// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
 ///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
 ///   Then (`resplit_work`) the pair re-split: the top bin's units pooled with a lighter partner's
