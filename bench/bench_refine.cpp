@@ -1,9 +1,11 @@
 // refine on top of lpt: overhead (same-run baselines: lpt alone, std::sort of the same keys)
 // and quality (max / lower bound before and after) on realistic generated workloads.
 #include <mmbal/balance/lpt.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
+#include <mmbal/orchestrate/policy.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
 #include <mmbal/workload/sample.hpp>
@@ -11,8 +13,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace {
@@ -133,6 +137,56 @@ void BM_std_sort(benchmark::State& state) {
   }
 }
 
+// Every phase of the orchestrator's 2,560-rank workload (omni, 60 samples per rank, video in
+// the image phase: bench_orchestrate.cpp's) under its default policy (orchestrate/policy.hpp),
+// the phase's algorithm alone (args: phase, 0) and followed by refine (phase, 1): image tokens +
+// lpt, audio padded + padded_binary_search, llm attention + lpt.
+constexpr std::array<const char*, 3> phases = {"image", "audio", "llm"};
+
+const std::vector<length_t>& orchestrated_phase(std::size_t phase) {
+  static const std::array<std::vector<length_t>, 3> lengths = [] {
+    generator_options o;
+    o.samples = 60 * 2560;
+    o.ranks = 2560;
+    o.seed = 1;
+    o.video_as_image = true;
+    const workload w = generate(family::omni, o, default_length_data());
+    std::array<std::vector<length_t>, 3> out;
+    for (std::size_t k = 0; k < phases.size(); ++k) out[k] = phase_items_of(w, phases[k]).weights;
+    return out;
+  }();
+  return lengths[phase];
+}
+
+template <class Algorithm, class C>
+void run_phase(benchmark::State& state, const Algorithm& algorithm, const C& cost) {
+  const auto phase = static_cast<std::size_t>(state.range(0));
+  const bool with_refine = state.range(1) != 0;
+  const std::vector<length_t>& w = orchestrated_phase(phase);
+  const rank_t d = 2560;
+  assignment a, r;
+  for (auto _ : state) {
+    a = algorithm(w, d, cost, balance::constraints{});
+    if (with_refine) r = balance::refine(w, a, cost, balance::constraints{});
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(r);
+  }
+  if (with_refine) quality_counters(state, w, d, cost, a, r);
+  state.SetLabel(std::string(phases[phase]) + (with_refine ? " +refine" : ""));
+  state.counters["items"] = static_cast<double>(w.size());
+}
+
+void BM_orchestrated_phase(benchmark::State& state) {
+  switch (state.range(0)) {
+    case 0:
+      return run_phase(state, balance::lpt{}, cost::tokens{});
+    case 1:
+      return run_phase(state, balance::padded_binary_search{}, cost::padded{});
+    default:
+      return run_phase(state, balance::lpt{}, cost::attention{1.0, orchestrate::default_llm_beta});
+  }
+}
+
 void args(benchmark::internal::Benchmark* b) {
   for (int f : {static_cast<int>(family::omni), static_cast<int>(family::internvl), static_cast<int>(family::audio),
                 static_cast<int>(family::llava)})
@@ -157,4 +211,15 @@ BENCHMARK(BM_lpt_refine_equal)
     ->Args({static_cast<int>(mmbal::family::omni), 64, 60})
     ->Unit(benchmark::kMillisecond);
 
+// Few samples per rank (8), where the longest sample often sets the maximum (llava): lpt alone
+// and lpt + refine on the same lengths.
+void small_args(benchmark::internal::Benchmark* b) {
+  for (int f : {static_cast<int>(family::omni), static_cast<int>(family::llava)})
+    for (int d : {8, 32, 512}) b->Args({f, d, 8});
+  b->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_lpt)->Apply(small_args);
+BENCHMARK(BM_lpt_refine)->Apply(small_args);
+
+BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
