@@ -158,7 +158,7 @@ TEST_CASE("refine: a maximum at the costliest unit is optimal: the search stops 
   const std::vector<length_t> p{50, 45, 100};
   const assignment padded_start{3, {{0, 0}, {0, 1}, {1, 0}}};
   CHECK(refine(p, padded_start, cost::padded{}, constraints{}) == padded_start);
-  // Without the costliest unit's bin the same tops do improve: the stop is the bound's doing.
+  // With that unit one lighter (99) the same tops do improve: the stop is the bound's doing.
   const std::vector<length_t> w2{60, 40, 99, 50, 30};
   CHECK(max_load(refine(w2, start, cost::tokens{}, constraints{}), w2, cost::tokens{}) < 100.0);
   const std::vector<length_t> p2{50, 45, 99};
