@@ -581,6 +581,18 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   std::vector<std::uint32_t> by_cost;  // pool positions by cost descending, then unit
   std::vector<double> pool_cost;
   std::vector<std::uint32_t> pool_size;
+  // Moves the pooled units to their new bins (`destination(x)` for pool position x), in
+  // gathering order: the order of the arrivals. Shared by the re-split and the re-differencing.
+  auto move_pool = [&](auto&& destination) {
+    for (std::size_t x = 0; x < pool.size(); ++x) {
+      const std::uint32_t k = pool[x].second;
+      const rank_t from = st.unit_bin[k], to = destination(x);
+      if (to == from) continue;
+      seg.erase(from, pool[x]);
+      seg.insert(to, pool[x]);
+      st.move_unit(k, from, to);
+    }
+  };
   auto resplit_group = [&](const std::array<rank_t, 3>& group, std::size_t ways, double lh) {
     pool.clear();
     for (std::size_t g = 0; g < ways; ++g) {
@@ -621,14 +633,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     } while (std::next_permutation(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(ways)));
     std::vector<rank_t> dest(pool.size());
     for (std::size_t j = 0; j < by_cost.size(); ++j) dest[by_cost[j]] = group[best_perm[r.part[j]]];
-    for (std::size_t x = 0; x < pool.size(); ++x) {  // arrivals in gathering order
-      const std::uint32_t k = pool[x].second;
-      const rank_t from = st.unit_bin[k];
-      if (dest[x] == from) continue;
-      seg.erase(from, pool[x]);
-      seg.insert(dest[x], pool[x]);
-      st.move_unit(k, dest[x]);
-    }
+    move_pool([&](std::size_t x) { return dest[x]; });
     for (std::size_t p = 0; p < ways; ++p) load[group[best_perm[p]]] = r.load[p];
     for (std::size_t g = 0; g < ways; ++g) by_load.update(group[g]);
     return true;
@@ -688,14 +693,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
           bin_of_part[p] = pool_bins[at];
           taken[at] = true;
         }
-        for (std::size_t x = 0; x < pool.size(); ++x) {  // arrivals in gathering order
-          const std::uint32_t k = pool[x].second;
-          const rank_t from = st.unit_bin[k], to = bin_of_part[split.where[x].rank];
-          if (to == from) continue;
-          seg.erase(from, pool[x]);
-          seg.insert(to, pool[x]);
-          st.move_unit(k, from, to);
-        }
+        move_pool([&](std::size_t x) { return bin_of_part[split.where[x].rank]; });
         for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
         for (const rank_t b : pool_bins) by_load.update(b);
         return true;
