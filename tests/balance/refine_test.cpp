@@ -2,6 +2,7 @@
 // constraint stays satisfied, determinism, slot order, brute-force optima on small inputs.
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/refine.hpp>
+#include <mmbal/core/concepts.hpp>
 #include <mmbal/core/rng.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
@@ -17,6 +18,7 @@
 #include <map>
 #include <numeric>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 using namespace mmbal;
@@ -247,6 +249,68 @@ TEST_CASE("refine: constraints stay satisfied on random instances") {
     const assignment start_p = balance::lpt{}(w, bins, cost::padded{}, limits_p);
     check_result(start_p, refine(w, start_p, cost::padded{}, limits_p), w, cost::padded{}, limits_p);
   }
+}
+
+namespace {
+
+/// `C` without `padded_value`: refine takes its refolding path for it (the reference of the
+/// padded fast path).
+template <class C>
+struct refolded {
+  C inner;
+  using state = typename C::state;
+  [[nodiscard]] state empty() const { return inner.empty(); }
+  [[nodiscard]] state add(const state& s, length_t l) const { return inner.add(s, l); }
+  [[nodiscard]] double value(const state& s) const { return inner.value(s); }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refolding path", "", cost::padded,
+                   cost::padded_attention) {
+  static_assert(padded_cost<TestType> && !padded_cost<refolded<TestType>>);
+  const TestType cost = [] {
+    if constexpr (std::is_same_v<TestType, cost::padded>)
+      return TestType{};
+    else
+      return TestType{1.0, 1e-4};
+  }();
+  const refolded<TestType> reference{cost};
+  std::size_t changed = 0;
+  for (std::uint64_t seed = 0; seed < 240; ++seed) {
+    auto g = make_rng(seed, 0xfa57);
+    // Up to 150 units per bin, so the 32-candidate caps are exercised too.
+    const std::size_t n = 2 + uniform_below(g, seed % 3 == 0 ? 600 : 60);
+    const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, seed % 3 == 0 ? 4 : 12));
+    const auto w = random_weights(g, n, seed % 2 == 0 ? 500 : 20);
+    constraints limits;
+    std::vector<std::uint64_t> groups(n);  // `limits.groups` views it
+    switch (seed % 6) {
+      case 1:
+        limits.counts.kind = count_cap::mode::equal;
+        break;
+      case 2:
+        limits.counts.kind = count_cap::mode::fixed;
+        limits.counts.cap = static_cast<std::uint32_t>((n + bins - 1) / bins + uniform_below(g, 3));
+        break;
+      case 3:
+        for (auto& x : groups) x = uniform_below(g, std::max<std::size_t>(1, n / 2));
+        limits.groups = groups;
+        break;
+      case 4:
+        limits.capacity = max_load(balance::lpt{}(w, bins, cost), w, cost) * 1.01;
+        break;
+      default:
+        break;
+    }
+    const assignment start = seed % 6 == 5 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost, limits);
+    INFO("seed " << seed << " n " << n << " bins " << bins);
+    const assignment fast = refine(w, start, cost, limits);
+    CHECK(fast == refine(w, start, reference, limits));
+    check_result(start, fast, w, cost, limits);
+    changed += fast != start ? 1 : 0;
+  }
+  CHECK(changed > 60);  // the paths are compared where steps are taken
 }
 
 TEST_CASE("refine: capacity is checked on the receiving bin; a start that splits a group is rejected") {

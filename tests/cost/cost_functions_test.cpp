@@ -60,7 +60,12 @@ void check_against(const C& c, F formula) {
       REQUIRE(total == Approx(got).epsilon(1e-12).margin(1e-9));
     }
     if constexpr (mmbal::padded_cost<C>) {
-      REQUIRE(c.padded_value(static_cast<std::uint64_t>(d.count), static_cast<length_t>(d.max)) == got);
+      const auto count = static_cast<std::uint64_t>(d.count);
+      const auto longest = static_cast<length_t>(d.max);
+      REQUIRE(c.padded_value(count, longest) == got);
+      // Non-decreasing in the length at a fixed count (refine's padded path relies on it).
+      REQUIRE(c.padded_value(count, longest + 1) >= got);
+      if (longest > 0) REQUIRE(c.padded_value(count, longest - 1) <= got);
     }
   }
 }

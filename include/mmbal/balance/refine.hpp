@@ -186,36 +186,30 @@ struct refine_state {
     return a;
   }
 
-  /// The assignment the keys describe; `visit(bin, item)` is called for every item, in slot
-  /// order within each bin (bins interleaved). No sort: the items that never moved (key < n,
-  /// a slot of their bin) are bucketed by (bin, key), then the arrivals follow in key order —
-  /// O(n + bins + Σ per-bin key spans); a key layout whose spans exceed 2n is sorted instead.
+  /// Calls `visit(bin, item)` for every item, in slot order (the keys' order) within each bin,
+  /// bins interleaved. No sort: the start's items of every bin in slot order (`start_by_slot`,
+  /// `start_begin`, when given) or the items that never moved (key < n, a slot of their bin)
+  /// bucketed by (bin, key), then the arrivals in key order — O(n + bins + Σ per-bin key
+  /// spans); a key layout whose spans exceed 2n is sorted instead.
   template <class Visit>
-  [[nodiscard]] assignment build(rank_t bins, Visit&& visit, std::span<const item_id> start_by_slot = {},
-                                 std::span<const std::uint32_t> start_begin = {}) const {
+  void visit_in_slot_order(rank_t bins, Visit&& visit, std::span<const item_id> start_by_slot = {},
+                           std::span<const std::uint32_t> start_begin = {}) const {
     const std::size_t n = key.size();
     std::vector<rank_t> bin_of(n);
     for (std::uint32_t k = 0; k < u->count; ++k) u->for_each(k, [&](item_id i) { bin_of[i] = unit_bin[k]; });
-    assignment a{bins, std::vector<location>(n)};
-    std::vector<std::uint32_t> next_slot(bins, 0);
-    auto place_arrivals = [&] {
+    auto visit_arrivals = [&] {
       for (std::size_t j = 0; j < arrivals.size(); ++j) {
         const item_id i = arrivals[j];
         if (key[i] != n + j) continue;  // moved again later
-        a.where[i] = location{bin_of[i], next_slot[bin_of[i]]++};
         visit(bin_of[i], i);
       }
     };
     if (!start_by_slot.empty()) {  // the start's items of every bin in slot order: keep those that never moved
       for (rank_t b = 0; b < bins; ++b)
-        for (std::uint32_t p = start_begin[b]; p < start_begin[std::size_t{b} + 1]; ++p) {
-          const item_id i = start_by_slot[p];
-          if (key[i] >= n) continue;
-          a.where[i] = location{b, next_slot[b]++};
-          visit(b, i);
-        }
-      place_arrivals();
-      return a;
+        for (std::uint32_t p = start_begin[b]; p < start_begin[std::size_t{b} + 1]; ++p)
+          if (key[start_by_slot[p]] < n) visit(b, start_by_slot[p]);
+      visit_arrivals();
+      return;
     }
     std::vector<std::size_t> span(std::size_t{bins} + 1, 0);  // per bin: max stayer key + 1, then offsets
     for (item_id i = 0; i < n; ++i)
@@ -229,21 +223,31 @@ struct refine_state {
         if (key[i] < n) at[span[bin_of[i]] + key[i]] = i;
       for (rank_t b = 0; b < bins; ++b)
         for (std::size_t p = span[b]; p < span[std::size_t{b} + 1]; ++p)
-          if (at[p] != hole) {
-            a.where[at[p]] = location{b, next_slot[b]++};
-            visit(b, at[p]);
-          }
-      place_arrivals();
-      return a;
+          if (at[p] != hole) visit(b, at[p]);
+      visit_arrivals();
+      return;
     }
     std::vector<item_id> order(n);  // fallback: sort by (bin, key)
     for (item_id i = 0; i < n; ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](item_id x, item_id y) { return bin_of[x] != bin_of[y] ? bin_of[x] < bin_of[y] : key[x] < key[y]; });
-    for (const item_id i : order) {
-      a.where[i] = location{bin_of[i], next_slot[bin_of[i]]++};
-      visit(bin_of[i], i);
-    }
+    for (const item_id i : order) visit(bin_of[i], i);
+  }
+
+  /// The assignment the keys describe; `visit(bin, item)` is called for every item, in slot
+  /// order within each bin (bins interleaved). See `visit_in_slot_order`.
+  template <class Visit>
+  [[nodiscard]] assignment build(rank_t bins, Visit&& visit, std::span<const item_id> start_by_slot = {},
+                                 std::span<const std::uint32_t> start_begin = {}) const {
+    assignment a{bins, std::vector<location>(key.size())};
+    std::vector<std::uint32_t> next_slot(bins, 0);
+    visit_in_slot_order(
+        bins,
+        [&](rank_t b, item_id i) {
+          a.where[i] = location{b, next_slot[b]++};
+          visit(b, i);
+        },
+        start_by_slot, start_begin);
     return a;
   }
   [[nodiscard]] assignment build(rank_t bins) const {
@@ -884,56 +888,153 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   }
 }
 
+/// A bin as the padded fast path of `refine_general` keeps it: its item count and longest
+/// item, all that a `padded_cost` reads (`value(s) == padded_value(s.count, s.max)`).
+struct padded_state {
+  std::uint64_t count = 0;
+  length_t max = 0;
+};
+
+/// The longest unit of a bin (a unit's length: its longest item), how many of its units reach
+/// it, and the longest below it (0 when none): the bin's longest item without any one of its
+/// units in O(1).
+struct longest_units {
+  length_t first = 0, second = 0;
+  std::uint32_t at_first = 0;
+  void add(length_t x) noexcept {
+    if (x > first) {
+      second = first;
+      first = x;
+      at_first = 1;
+    } else if (x == first) {
+      ++at_first;
+    } else {
+      second = std::max(second, x);
+    }
+  }
+  [[nodiscard]] length_t without(length_t unit) const noexcept {
+    return unit == first && at_first == 1 ? second : first;
+  }
+};
+
 /// Any-cost path: a bin keeps its units in slot-key order and its `C::state`; the cost of a
 /// bin without one of its units is refolded (O(s²) per bin and step, s = units per bin).
+/// Padded costs (`padded_cost`) keep (count, longest item) per bin instead: a bin without a
+/// unit, or with one more, costs O(1) — the same loads, so the same steps — and, without
+/// groups, a partner is skipped in O(1) when no move or swap with it can improve: a move
+/// makes it cost at least padded_value(its count + 1, max(its longest, the top's shortest)),
+/// and a swap lowers the top only when it gives away the top's only longest item, leaving the
+/// partner at least padded_value(its count, that length) (padded_value is non-decreasing in
+/// the length at a fixed count).
 template <batch_cost C>
 void refine_general(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
                     const count_bounds& cb, rank_t bins, const refine_options& opts,
                     const std::vector<bool>* movable = nullptr,
                     double stop_at = -std::numeric_limits<double>::infinity()) {
   const units& u = *st.u;
-  using state = typename C::state;
+  constexpr bool padded = padded_cost<C>;
+  using state = std::conditional_t<padded, padded_state, typename C::state>;
+  // Every bin's units in slot order (a group where its first item is), the order `bin_loads`
+  // folds the items in.
   std::vector<std::vector<std::uint32_t>> content(bins);
-  for (std::uint32_t k = 0; k < u.count; ++k) content[st.unit_bin[k]].push_back(k);
-  auto first_key = [&](std::uint32_t k) {
-    std::uint64_t m = std::numeric_limits<std::uint64_t>::max();
-    u.for_each(k, [&](item_id i) { m = std::min(m, st.key[i]); });
-    return m;
+  if (u.trivial && st.arrivals.empty()) {  // nothing moved yet: an item's key is its slot
+    for (rank_t b = 0; b < bins; ++b) content[b].resize(st.counts[b]);
+    for (item_id i = 0; i < u.count; ++i) content[st.unit_bin[i]][st.key[i]] = i;
+  } else if (u.trivial) {
+    for (rank_t b = 0; b < bins; ++b) content[b].reserve(st.counts[b]);
+    st.visit_in_slot_order(bins, [&](rank_t b, item_id i) { content[b].push_back(i); });
+  } else {
+    for (rank_t b = 0; b < bins; ++b) content[b].reserve(st.counts[b]);
+    std::vector<std::uint32_t> unit_of(st.key.size());
+    for (std::uint32_t k = 0; k < u.count; ++k) u.for_each(k, [&](item_id i) { unit_of[i] = k; });
+    std::vector<bool> listed(u.count, false);
+    st.visit_in_slot_order(bins, [&](rank_t b, item_id i) {
+      if (!listed[unit_of[i]]) content[b].push_back(unit_of[i]);
+      listed[unit_of[i]] = true;
+    });
+  }
+  // Padded costs: a unit's longest item (an item's own length without groups: no table).
+  std::vector<length_t> group_length;
+  if (padded && !u.trivial) {
+    group_length.assign(u.count, 0);
+    for (std::uint32_t k = 0; k < u.count; ++k)
+      u.for_each(k, [&](item_id i) { group_length[k] = std::max(group_length[k], weights[i]); });
+  }
+  auto unit_length = [&](std::uint32_t k) { return u.trivial ? weights[k] : group_length[k]; };
+  auto longest_of = [&](const std::vector<std::uint32_t>& c) {
+    longest_units top;
+    for (const std::uint32_t k : c) top.add(unit_length(k));
+    return top;
   };
-  auto fold = [&](const std::vector<std::uint32_t>& c, std::uint32_t skip) {
-    return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
+  // Bin b (its units `c`, its longest units `top` for padded costs) without unit `skip`
+  // (`none`: the whole bin); a state with unit k added; a state's cost.
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  auto without = [&](const std::vector<std::uint32_t>& c, rank_t b, const longest_units& top, std::uint32_t skip) {
+    if constexpr (padded)
+      return skip == none ? state{st.counts[b], top.first}
+                          : state{st.counts[b] - u.size(skip), top.without(unit_length(skip))};
+    else
+      return fold_units(u, std::span<const std::uint32_t>(c), skip, weights, cost);
+  };
+  auto with = [&](std::uint32_t k, const state& s) {
+    if constexpr (padded)
+      return state{s.count + u.size(k), std::max(s.max, unit_length(k))};
+    else
+      return unit_state(u, k, weights, cost, s);
+  };
+  auto value = [&](const state& s) {
+    if constexpr (padded)
+      return cost.padded_value(s.count, s.max);
+    else
+      return cost.value(s);
+  };
+  auto whole = [&](rank_t b) {
+    if constexpr (padded)
+      return without(content[b], b, longest_of(content[b]), none);
+    else
+      return without(content[b], b, longest_units{}, none);
   };
   std::vector<state> states(bins);
   std::vector<double> load(bins);
   std::set<bin_key> by_load;
   for (rank_t b = 0; b < bins; ++b) {
-    std::sort(content[b].begin(), content[b].end(),
-              [&](std::uint32_t a, std::uint32_t c) { return first_key(a) < first_key(c); });
-    states[b] = fold(content[b], std::numeric_limits<std::uint32_t>::max());
-    load[b] = cost.value(states[b]);
+    states[b] = whole(b);
+    load[b] = value(states[b]);
     by_load.insert(bin_key{load[b], b});
   }
   const bool has_cap = limits.capacity.has_value();
   const double cap = has_cap ? *limits.capacity : 0.0;
   const std::uint64_t max_steps = std::uint64_t{opts.max_passes} * u.count;
-  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
 
   // Bounded work per step for large bins: the top bin offers its `max_candidates` costliest
   // units, a partner its `max_candidates` cheapest (positions kept in slot order, so ties are
-  // broken as without the cap), and a step stops trying partners after `budget` state folds.
+  // broken as without the cap), and a step stops trying partners after `budget` state folds
+  // (counted as refolds also on the padded path, which does not refold: the same steps).
   constexpr std::size_t max_candidates = 32;
   constexpr std::uint64_t budget = std::uint64_t{1} << 22;
-  std::vector<double> solo(u.count);
-  for (std::uint32_t k = 0; k < u.count; ++k) solo[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+  // A unit's cost alone (padded costs: from its size and length, no table).
+  std::vector<double> solo_table;
+  if (!padded) {
+    solo_table.resize(u.count);
+    for (std::uint32_t k = 0; k < u.count; ++k)
+      solo_table[k] = cost.value(unit_state(u, k, weights, cost, cost.empty()));
+  }
+  auto solo = [&](std::uint32_t k) {
+    if constexpr (padded)
+      return cost.padded_value(u.size(k), unit_length(k));
+    else
+      return solo_table[k];
+  };
   // A bin holding a unit costs at least that unit alone (costs are monotone as items are
   // added): a top bin at the costliest unit's cost cannot improve.
-  const double floor_of_max = solo.empty() ? 0.0 : *std::max_element(solo.begin(), solo.end());
+  double floor_of_max = 0;
+  for (std::uint32_t k = 0; k < u.count; ++k) floor_of_max = std::max(floor_of_max, solo(k));
   auto candidates = [&](const std::vector<std::uint32_t>& c, bool costliest, std::vector<std::size_t>& out) {
     out.resize(c.size());
     std::iota(out.begin(), out.end(), std::size_t{0});
     if (c.size() <= max_candidates) return;
     auto before = [&](std::size_t x, std::size_t y) {
-      if (solo[c[x]] != solo[c[y]]) return costliest ? solo[c[x]] > solo[c[y]] : solo[c[x]] < solo[c[y]];
+      if (solo(c[x]) != solo(c[y])) return costliest ? solo(c[x]) > solo(c[y]) : solo(c[x]) < solo(c[y]);
       return c[x] < c[y];
     };
     std::partial_sort(out.begin(), out.begin() + max_candidates, out.end(), before);
@@ -943,6 +1044,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 
   std::vector<state> without_h, without_t;
   std::vector<std::size_t> cand_h, cand_t;
+  longest_units top_h, top_t;
   std::uint64_t extended_left = std::uint64_t{opts.extended_work} * u.count;
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
     const rank_t h = most_loaded(by_load).bin;
@@ -951,8 +1053,13 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
     const auto& hc = content[h];
     auto fixed = [&](std::uint32_t k) { return movable != nullptr && !(*movable)[k]; };
     candidates(hc, true, cand_h);
+    length_t shortest_h = std::numeric_limits<length_t>::max();
+    if constexpr (padded) {
+      top_h = longest_of(hc);
+      for (const std::uint32_t k : hc) shortest_h = std::min(shortest_h, unit_length(k));
+    }
     without_h.clear();
-    for (std::size_t a : cand_h) without_h.push_back(fold(hc, hc[a]));
+    for (std::size_t a : cand_h) without_h.push_back(without(hc, h, top_h, hc[a]));
     std::uint64_t work = std::uint64_t{cand_h.size()} * hc.size();
     refine_step best;
     std::uint32_t tried = 0;
@@ -967,10 +1074,24 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
         extended_left -= cost_here;
       }
       ++tried;
+      const std::uint64_t partner_work =
+          std::uint64_t{std::min(tc.size(), max_candidates)} * (tc.size() + cand_h.size()) + cand_h.size();
+      if constexpr (padded) {
+        if (u.trivial) {
+          const bool move_may = cb.admits(st.counts[h] - 1) && cb.admits(st.counts[t] + 1) &&
+                                cost.padded_value(st.counts[t] + 1, std::max(states[t].max, shortest_h)) < lh;
+          const bool swap_may = top_h.at_first == 1 && cost.padded_value(st.counts[t], top_h.first) < lh;
+          if (!move_may && !swap_may) {
+            work += partner_work;
+            continue;
+          }
+        }
+        top_t = longest_of(tc);
+      }
       candidates(tc, false, cand_t);
       without_t.clear();
-      for (std::size_t b : cand_t) without_t.push_back(fold(tc, tc[b]));
-      work += std::uint64_t{cand_t.size()} * (tc.size() + cand_h.size()) + cand_h.size();
+      for (std::size_t b : cand_t) without_t.push_back(without(tc, t, top_t, tc[b]));
+      work += partner_work;
       auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
         if (!(q < lh) || (has_cap && new_t > cap)) return;
@@ -980,13 +1101,12 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
         const std::uint32_t ka = hc[cand_h[ia]], sa = u.size(ka);
         if (fixed(ka)) continue;
         if (cb.admits(st.counts[h] - sa) && cb.admits(st.counts[t] + sa))
-          consider(ka, none, cost.value(without_h[ia]), cost.value(unit_state(u, ka, weights, cost, states[t])));
+          consider(ka, none, value(without_h[ia]), value(with(ka, states[t])));
         for (std::size_t ib = 0; ib < cand_t.size(); ++ib) {
           const std::uint32_t kb = tc[cand_t[ib]], sb = u.size(kb);
           if (fixed(kb)) continue;
           if (!cb.admits(st.counts[h] - sa + sb) || !cb.admits(st.counts[t] + sb - sa)) continue;
-          consider(ka, kb, cost.value(unit_state(u, kb, weights, cost, without_h[ia])),
-                   cost.value(unit_state(u, ka, weights, cost, without_t[ib])));
+          consider(ka, kb, value(with(kb, without_h[ia])), value(with(ka, without_t[ib])));
         }
       }
       if (best.found) break;
@@ -1006,10 +1126,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       st.move_unit(best.in, h);
     }
     // Refold both bins in slot order, so the tracked loads are what `bin_loads` recomputes.
-    states[h] = fold(from, none);
-    states[t] = fold(to, none);
-    load[h] = cost.value(states[h]);
-    load[t] = cost.value(states[t]);
+    states[h] = whole(h);
+    states[t] = whole(t);
+    load[h] = value(states[h]);
+    load[t] = value(states[t]);
     by_load.insert(bin_key{load[h], h});
     by_load.insert(bin_key{load[t], t});
   }
@@ -1058,8 +1178,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
 ///   O(1) per pool from its budget, a re-differencing one `kk` of ≤ 128 items per pool. Other costs refold bins: per
 ///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried (all of them in bins of ≤
-///   32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit folds. At most
-///   `max_passes` × units steps.
+///   32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit folds; padded costs
+///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
+///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
+///   padded path of refine"). At most `max_passes` × units steps.
 /// - Determinism: ties broken by bin index, then by unit order; no randomness.
 /// - Slot order: items that stay keep their relative slot order, items that arrive go last in
 ///   arrival order, and the remaining slots are compacted to 0..k−1.

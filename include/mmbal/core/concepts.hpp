@@ -34,7 +34,8 @@ concept additive_cost = batch_cost<C> && requires(const C& c, length_t len) {
 };
 
 /// A cost that depends only on the item count and the longest item (padding):
-/// `value(s) == c.padded_value(count, max_length)`.
+/// `value(s) == c.padded_value(count, max_length)`, non-decreasing in `max_length` at a fixed
+/// count (a batch padded to a longer item costs no less; `refine` skips partners by it).
 template <class C>
 concept padded_cost = batch_cost<C> && requires(const C& c, std::uint64_t count, length_t max_length) {
   { c.padded_value(count, max_length) } -> std::same_as<double>;
