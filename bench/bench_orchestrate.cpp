@@ -24,11 +24,10 @@
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
 //   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
 #include "counting_allocator.hpp"
+#include "omni_step.hpp"
 
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/spec/policy.hpp>
-#include <mmbal/workload/generators.hpp>
-#include <mmbal/workload/length_data.hpp>
 
 #include <benchmark/benchmark.h>
 #ifdef __GLIBC__
@@ -53,14 +52,7 @@ constexpr mmbal::rank_t ranks_per_node = 8;
 constexpr std::uint64_t samples_per_rank = 60;
 
 const mmbal::workload& omni_workload() {
-  static const mmbal::workload w = [] {
-    mmbal::generator_options o;
-    o.samples = samples_per_rank * ranks;
-    o.ranks = ranks;
-    o.seed = 1;
-    o.video_as_image = true;  // video joins the image phase (same ViT in Qwen2-VL): three phases
-    return mmbal::generate(mmbal::family::omni, o, mmbal::default_length_data());
-  }();
+  static const mmbal::workload w = mmbal::bench::omni_step(ranks, samples_per_rank);
   return w;
 }
 

@@ -1,5 +1,7 @@
 // refine on top of lpt: overhead (same-run baselines: lpt alone, std::sort of the same keys)
 // and quality (max / lower bound before and after) on realistic generated workloads.
+#include "omni_step.hpp"
+
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
@@ -138,19 +140,14 @@ void BM_std_sort(benchmark::State& state) {
 }
 
 // Every phase of the orchestrator's 2,560-rank workload (omni, 60 samples per rank, video in
-// the image phase: bench_orchestrate.cpp's) under its default policy (orchestrate/policy.hpp),
+// the image phase: `bench::omni_step`) under its default policy (orchestrate/policy.hpp),
 // the phase's algorithm alone (args: phase, 0) and followed by refine (phase, 1): image tokens +
 // lpt, audio padded + padded_binary_search, llm attention + lpt.
 constexpr std::array<const char*, 3> phases = {"image", "audio", "llm"};
 
 const std::vector<length_t>& orchestrated_phase(std::size_t phase) {
   static const std::array<std::vector<length_t>, 3> lengths = [] {
-    generator_options o;
-    o.samples = 60 * 2560;
-    o.ranks = 2560;
-    o.seed = 1;
-    o.video_as_image = true;
-    const workload w = generate(family::omni, o, default_length_data());
+    const workload w = bench::omni_step(2560);
     std::array<std::vector<length_t>, 3> out;
     for (std::size_t k = 0; k < phases.size(); ++k) out[k] = phase_items_of(w, phases[k]).weights;
     return out;

@@ -3,7 +3,8 @@
 //
 // Workloads, 60 samples per rank, 8 ranks per node, seed 1, for d = 320 … 16,384 ranks:
 // - omni: docs/WORKLOADS.md family (d), video joined to the image phase (the same ViT in
-//   Qwen2-VL; `generator_options::video_as_image`), three phases — as bench_orchestrate.cpp;
+//   Qwen2-VL; `generator_options::video_as_image`), three phases — `bench::omni_step`, as
+//   bench_orchestrate.cpp;
 // - images: the same with the multi-image variant (`generator_options::multi_image`,
 //   docs/WORKLOADS.md "Variants"): 65 % of the samples carry U{1..10} images (existing image
 //   segments count; the added ones are copies of image segments drawn uniformly from the same
@@ -18,11 +19,10 @@
 // `--huge_page_heap` (first argument) sets up the heap as the `mmbal` tool does
 // (`reserve_huge_page_heap`).
 #include "counting_allocator.hpp"
+#include "omni_step.hpp"
 
 #include <mmbal/core/huge_page_heap.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
-#include <mmbal/workload/generators.hpp>
-#include <mmbal/workload/length_data.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -45,23 +45,13 @@ constexpr std::uint64_t samples_per_rank = 60;
 constexpr rank_t ranks_per_node = 8;
 enum mix : int { omni_mix = 0, image_mix = 1 };
 
-workload make_workload(mix m, rank_t d) {
-  generator_options o;
-  o.samples = samples_per_rank * d;
-  o.ranks = d;
-  o.seed = 1;
-  o.video_as_image = true;
-  if (m == image_mix) o.multi_image = {.fraction = 0.65, .max_images = 10, .seed = 2026};
-  return generate(family::omni, o, default_length_data());
-}
-
 /// The workload of the running benchmark (one kept at a time: the largest take ~0.5 GiB).
 const workload& workload_for(mix m, rank_t d) {
   static std::pair<std::pair<int, rank_t>, std::unique_ptr<workload>> cache;
   if (!cache.second || cache.first != std::pair<int, rank_t>{m, d}) {
     cache.second.reset();
     cache.first = {m, d};
-    cache.second = std::make_unique<workload>(make_workload(m, d));
+    cache.second = std::make_unique<workload>(bench::omni_step(d, samples_per_rank, m == image_mix));
   }
   return *cache.second;
 }
