@@ -4,6 +4,7 @@
 // on seeded random and generated instances, with the classes where it does not hold counted.
 #include "conformance.hpp"
 
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
 #include <mmbal/workload/generators.hpp>
 #include <mmbal/workload/length_data.hpp>
@@ -76,6 +77,40 @@ TEST_CASE("refine: the pool re-differencing leaves the equal-count local optimum
     const double kk_max = test::check_run(balance::karmarkar_karp{}(w, d, c, equal), w, d, c, equal);
     CHECK(without_max > kk_max * 1.01);
     CHECK(with_max <= kk_max);
+  }
+}
+
+TEST_CASE("refine: the padded pool re-split undoes what lpt mixes under a padded cost", "[balance][refine]") {
+  // `lpt` with a padded cost puts long and short items in every bin; moves and swaps cannot
+  // regroup them, the pool re-split (the top bin and its lightest partners split anew by
+  // `padded_binary_search`) can where pools are small (bench/RESULTS.md "Session 18 — the
+  // padded path of refine").
+  struct instance {
+    rank_t d;
+    std::uint64_t per_rank;
+    bool reaches_padded;  // ends at padded_binary_search's maximum
+  };
+  for (const instance& c : {instance{8, 16, true}, instance{16, 4, true}, instance{16, 16, false}}) {
+    INFO("d " << c.d << " per rank " << c.per_rank);
+    generator_options o;
+    o.samples = c.per_rank * c.d;
+    o.ranks = c.d;
+    o.seed = 1;
+    o.video_as_image = true;
+    const std::vector<length_t> w = phase_items_of(generate(family::omni, o, default_length_data()), "llm").weights;
+    const cost::padded cost;
+    const balance::constraints none;
+    const assignment start = balance::lpt{}(w, c.d, cost);
+    balance::refine_options without;
+    without.redifference_work = 0;
+    const double without_max = test::check_run(balance::refine(w, start, cost, none, without), w, c.d, cost, none);
+    const assignment with = balance::refine(w, start, cost, none);
+    CHECK(with == balance::refine(w, start, cost, none));  // deterministic
+    const double with_max = test::check_run(with, w, c.d, cost, none);
+    const double padded_max = test::check_run(balance::padded_binary_search{}(w, c.d, cost), w, c.d, cost, none);
+    CHECK(with_max < without_max);
+    if (c.reaches_padded) CHECK(with_max == padded_max);
+    if (!c.reaches_padded) CHECK(with_max < 0.8 * without_max);
   }
 }
 

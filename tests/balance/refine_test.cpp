@@ -276,7 +276,7 @@ TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refoldin
       return TestType{1.0, 1e-4};
   }();
   const refolded<TestType> reference{cost};
-  std::size_t changed = 0;
+  std::size_t changed = 0, escaped_lower = 0;
   for (std::uint64_t seed = 0; seed < 240; ++seed) {
     auto g = make_rng(seed, 0xfa57);
     // Up to 150 units per bin, so the 32-candidate caps are exercised too.
@@ -305,12 +305,20 @@ TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refoldin
     }
     const assignment start = seed % 6 == 5 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost, limits);
     INFO("seed " << seed << " n " << n << " bins " << bins);
-    const assignment fast = refine(w, start, cost, limits);
-    CHECK(fast == refine(w, start, reference, limits));
+    refine_options moves_and_swaps;  // the pool re-split is the padded path's own escape
+    moves_and_swaps.redifference_work = 0;
+    const assignment fast = refine(w, start, cost, limits, moves_and_swaps);
+    CHECK(fast == refine(w, start, reference, limits, moves_and_swaps));
     check_result(start, fast, w, cost, limits);
     changed += fast != start ? 1 : 0;
+    // The escape only continues the descent and keeps every constraint.
+    const assignment escaped = refine(w, start, cost, limits);
+    check_result(start, escaped, w, cost, limits);
+    CHECK(max_load(escaped, w, cost) <= max_load(fast, w, cost));
+    escaped_lower += max_load(escaped, w, cost) < max_load(fast, w, cost) ? 1 : 0;
   }
-  CHECK(changed > 60);  // the paths are compared where steps are taken
+  CHECK(changed > 60);        // the paths are compared where steps are taken
+  CHECK(escaped_lower > 50);  // and the pool re-split fires (110 of 240 with padded)
 }
 
 TEST_CASE("refine: capacity is checked on the receiving bin; a start that splits a group is rejected") {

@@ -13,6 +13,7 @@
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/karmarkar_karp.hpp>
+#include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/cost/batch_stats.hpp>
@@ -96,7 +97,10 @@ struct refine_options {
   /// anew among those bins by `kk` (its equal-count form keeps every count within ⌊n/d⌋..⌈n/d⌉).
   /// The first pool whose new loads all end strictly below the top bin's is applied (parts go to
   /// the bins that keep the most items). One budget for the whole run of `redifference_work` ×
-  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish.
+  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish. Padded costs (no
+  /// groups, free or fixed counts) use the same budget and pool bound for their escape, the pool
+  /// re-split: the top bin with its 1, 3, 7, ... lightest partners split anew by
+  /// `padded_binary_search`.
   std::uint32_t redifference_work = 16;
   /// The largest pool of the re-differencing, in items. Default 128: with more items per bin
   /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
@@ -316,6 +320,26 @@ class load_order {
   mmbal::detail::indexed_heap<false> min_;
   mmbal::detail::indexed_heap<true> max_;
 };
+
+/// Parts of a pool split to the pool's bins (`overlap[part · ways + position]`: the part's items
+/// already in `pool_bins[position]`): the largest overlaps first, ties by (part, position), so
+/// the split moves few items. Shared by the pool re-splits of both paths.
+inline std::vector<rank_t> parts_to_bins(std::span<const std::uint32_t> overlap, std::span<const rank_t> pool_bins) {
+  const std::size_t ways = pool_bins.size();
+  std::vector<std::uint32_t> pairs(ways * ways);
+  std::iota(pairs.begin(), pairs.end(), 0u);
+  std::stable_sort(pairs.begin(), pairs.end(),
+                   [&](std::uint32_t x, std::uint32_t y) { return overlap[x] > overlap[y]; });
+  std::vector<rank_t> bin_of_part(ways, std::numeric_limits<rank_t>::max());
+  std::vector<bool> taken(ways, false);
+  for (const std::uint32_t pr : pairs) {
+    const std::size_t p = pr / ways, at = pr % ways;
+    if (bin_of_part[p] != std::numeric_limits<rank_t>::max() || taken[at]) continue;
+    bin_of_part[p] = pool_bins[at];
+    taken[at] = true;
+  }
+  return bin_of_part;
+}
 
 /// A candidate step: unit `out` leaves the top bin for `partner`; with a swap, unit `in`
 /// comes back. `quality` = the larger of the two new loads (lower is better).
@@ -685,18 +709,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
           while (st.unit_bin[pool[x].second] != pool_bins[at]) ++at;  // the pool runs bin by bin
           ++overlap[split.where[x].rank * ways + at];
         }
-        std::vector<std::uint32_t> pairs(ways * ways);
-        std::iota(pairs.begin(), pairs.end(), 0u);
-        std::stable_sort(pairs.begin(), pairs.end(),
-                         [&](std::uint32_t x, std::uint32_t y) { return overlap[x] > overlap[y]; });
-        std::vector<rank_t> bin_of_part(ways, no_bin);
-        std::vector<bool> taken(ways, false);
-        for (const std::uint32_t pr : pairs) {
-          const std::size_t p = pr / ways, at = pr % ways;
-          if (bin_of_part[p] != no_bin || taken[at]) continue;
-          bin_of_part[p] = pool_bins[at];
-          taken[at] = true;
-        }
+        const std::vector<rank_t> bin_of_part = parts_to_bins(overlap, pool_bins);
         move_pool([&](std::size_t x) { return bin_of_part[split.where[x].rank]; });
         for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
         for (const rank_t b : pool_bins) by_load.update(b);
@@ -1046,6 +1059,80 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   std::vector<std::size_t> cand_h, cand_t;
   longest_units top_h, top_t;
   std::uint64_t extended_left = std::uint64_t{opts.extended_work} * u.count;
+
+  // Pool re-split (padded costs, no groups, free or fixed counts), the escape when no move or
+  // swap improves: the top bin and its m − 1 lightest partners (m = 2, 4, 8, ...) split anew
+  // by `padded_binary_search` among those bins — the pool's items sorted, cut into contiguous
+  // runs, the best such grouping — taken when every new load ends strictly below the top's;
+  // parts go to the bins they overlap most. `lpt` under a padded cost mixes long and short
+  // items in every bin, which moves and swaps cannot undo.
+  std::uint64_t pool_left = padded && u.trivial && limits.counts.kind != count_cap::mode::equal
+                                ? std::uint64_t{opts.redifference_work} * u.count
+                                : 0;
+  constraints pool_limits;
+  pool_limits.counts = limits.counts;
+  std::vector<rank_t> pool_bins;
+  std::vector<std::uint32_t> pool_units;
+  std::vector<length_t> pool_weights;
+  auto pool_resplit = [&](rank_t h, double lh) {
+    if constexpr (!padded) {
+      return false;
+    } else {
+      pool_bins.assign(1, h);
+      auto next = by_load.begin();
+      for (std::size_t m = 2;; m *= 2) {
+        const std::size_t before = pool_bins.size();
+        for (; next != by_load.end() && pool_bins.size() < m && next->load < lh; ++next)
+          if (next->bin != h) pool_bins.push_back(next->bin);
+        if (pool_bins.size() < 2 || (m > 2 && pool_bins.size() == before)) return false;  // no new partner
+        pool_units.clear();
+        pool_weights.clear();
+        for (const rank_t b : pool_bins)
+          for (const std::uint32_t k : content[b]) {
+            pool_units.push_back(k);
+            pool_weights.push_back(weights[k]);  // a unit is its item
+          }
+        if (pool_units.size() > opts.redifference_max_units || pool_units.size() > pool_left) return false;
+        pool_left -= pool_units.size();
+        const std::size_t ways = pool_bins.size();
+        const assignment split = padded_binary_search{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
+        std::vector<padded_state> part(ways);
+        for (std::size_t x = 0; x < pool_units.size(); ++x) {
+          padded_state& p = part[split.where[x].rank];
+          p = padded_state{p.count + 1, std::max(p.max, pool_weights[x])};
+        }
+        bool better = true;
+        for (std::size_t p = 0; p < ways && better; ++p) {
+          const double l = cost.padded_value(part[p].count, part[p].max);
+          better = l < lh && (!has_cap || l <= cap);
+        }
+        if (!better) continue;
+        std::vector<std::uint32_t> overlap(ways * ways, 0);  // [part · ways + pool bin position]
+        for (std::size_t x = 0, at = 0; x < pool_units.size(); ++x) {
+          while (st.unit_bin[pool_units[x]] != pool_bins[at]) ++at;  // the pool runs bin by bin
+          ++overlap[split.where[x].rank * ways + at];
+        }
+        const std::vector<rank_t> bin_of_part = parts_to_bins(overlap, pool_bins);
+        for (const rank_t b : pool_bins) by_load.erase(bin_key{load[b], b});
+        for (std::size_t x = 0; x < pool_units.size(); ++x) {
+          const std::uint32_t k = pool_units[x];
+          const rank_t from = st.unit_bin[k], to = bin_of_part[split.where[x].rank];
+          if (to == from) continue;
+          auto& c = content[from];
+          c.erase(std::find(c.begin(), c.end(), k));
+          content[to].push_back(k);
+          st.move_unit(k, from, to);
+        }
+        for (const rank_t b : pool_bins) {
+          states[b] = whole(b);
+          load[b] = value(states[b]);
+          by_load.insert(bin_key{load[b], b});
+        }
+        return true;
+      }
+    }
+  };
+
   for (std::uint64_t steps = 0; steps < max_steps; ++steps) {
     const rank_t h = most_loaded(by_load).bin;
     const double lh = load[h];
@@ -1111,7 +1198,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       }
       if (best.found) break;
     }
-    if (!best.found) return;
+    if (!best.found) {
+      if (movable == nullptr && pool_left > 0 && pool_resplit(h, lh)) continue;
+      return;
+    }
     const rank_t t = best.partner;
     by_load.erase(bin_key{load[h], h});
     by_load.erase(bin_key{load[t], t});
@@ -1162,7 +1252,11 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
 ///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
 ///   lightest partners split anew by `kk` among themselves, pools of ≤ `redifference_max_units`
-///   items, under the same acceptance rule. All run only when the plain search is stuck. Not a
+///   items, under the same acceptance rule. Padded costs (no groups, free or fixed counts) escape
+///   by the pool re-split: the top bin and its 1, 3, 7, ... lightest partners split anew by
+///   `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same budget,
+///   bound and rule — `lpt` under a padded cost mixes long and short items in every bin, which
+///   moves and swaps cannot regroup. All run only when the plain search is stuck. Not a
 ///   guarantee of matching other algorithms: on seeded random and generated instances with 2–32
 ///   items per bin, 0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the
 ///   re-differencing, 16.7 % before the re-split) end above the best shipped algorithm's maximum
