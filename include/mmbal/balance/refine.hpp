@@ -1270,9 +1270,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
 ///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
-///   O(1) per pool from its budget, a re-differencing one `kk` of ≤ 128 items per pool. Other costs refold bins: per
-///   step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried (all of them in bins of ≤
-///   32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit folds; padded costs
+///   O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
+///   items per pool. Other costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of
+///   each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
+///   partners after about 4 M unit folds; padded costs
 ///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
 ///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
 ///   padded path of refine"). At most `max_passes` × units steps.
