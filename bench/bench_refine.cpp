@@ -1,5 +1,6 @@
 // refine on top of lpt: overhead (same-run baselines: lpt alone, std::sort of the same keys)
-// and quality (max / lower bound before and after) on realistic generated workloads.
+// and quality (max / lower bound before and after) on realistic generated workloads; refine's
+// padded path (same-run baseline: `padded_binary_search` alone) and its quality after `lpt`.
 #include "omni_step.hpp"
 
 #include <mmbal/balance/lpt.hpp>
@@ -45,7 +46,7 @@ template <class C>
 void quality_counters(benchmark::State& state, std::span<const length_t> w, rank_t d, const C& cost,
                       const assignment& before, const assignment& after) {
   const double lb = lower_bound(w, d, cost);
-  state.counters["lpt_max_over_lb"] = max_of(bin_loads(before, w, cost)) / lb;
+  state.counters["start_max_over_lb"] = max_of(bin_loads(before, w, cost)) / lb;
   state.counters["refined_max_over_lb"] = max_of(bin_loads(after, w, cost)) / lb;
   std::uint64_t moved = 0;
   for (std::size_t i = 0; i < w.size(); ++i) moved += before.where[i].rank != after.where[i].rank;
@@ -184,6 +185,39 @@ void BM_orchestrated_phase(benchmark::State& state) {
   }
 }
 
+// Every phase of the same step under the padded cost and `padded_binary_search` (args: phase,
+// 0 alone / 1 followed by refine): refine's padded path on all three phases, the audio one
+// being `BM_orchestrated_phase/1/*`.
+void BM_padded_phase(benchmark::State& state) { run_phase(state, balance::padded_binary_search{}, cost::padded{}); }
+
+// `lpt` + refine under the padded cost, against `padded_binary_search` on the same lengths
+// (args: phase, ranks, samples per rank; `bench::omni_step`): `lpt` mixes long and short items
+// in every bin; the pool re-split (refine's padded escape) regroups them where pools are small.
+// Counters: maxima over `padded_binary_search`'s, refine without the escape
+// (`redifference_work` = 0) and with it (the default). Timed: lpt + refine with the escape.
+void BM_padded_lpt_refine(benchmark::State& state) {
+  const auto phase = static_cast<std::size_t>(state.range(0));
+  const auto d = static_cast<rank_t>(state.range(1));
+  const workload step = bench::omni_step(d, static_cast<std::uint64_t>(state.range(2)));
+  const std::vector<length_t> w = phase_items_of(step, phases[phase]).weights;
+  const cost::padded cost;
+  assignment a, r;
+  for (auto _ : state) {
+    a = balance::lpt{}(w, d, cost);
+    r = balance::refine(w, a, cost, balance::constraints{});
+    benchmark::DoNotOptimize(r);
+  }
+  balance::refine_options no_escape;
+  no_escape.redifference_work = 0;
+  const double best = max_of(bin_loads(balance::padded_binary_search{}(w, d, cost), w, cost));
+  state.counters["lpt_over_pbs"] = max_of(bin_loads(a, w, cost)) / best;
+  state.counters["refined_no_escape_over_pbs"] =
+      max_of(bin_loads(balance::refine(w, a, cost, balance::constraints{}, no_escape), w, cost)) / best;
+  state.counters["refined_over_pbs"] = max_of(bin_loads(r, w, cost)) / best;
+  state.counters["items"] = static_cast<double>(w.size());
+  state.SetLabel(phases[phase]);
+}
+
 void args(benchmark::internal::Benchmark* b) {
   for (int f : {static_cast<int>(family::omni), static_cast<int>(family::internvl), static_cast<int>(family::audio),
                 static_cast<int>(family::llava)})
@@ -219,4 +253,16 @@ BENCHMARK(BM_lpt)->Apply(small_args);
 BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_padded_lpt_refine)
+    ->Args({2, 8, 16})
+    ->Args({2, 16, 4})
+    ->Args({2, 16, 16})
+    ->Args({2, 64, 16})
+    ->Args({2, 8, 60})
+    ->Args({1, 8, 16})
+    ->Args({1, 64, 4})
+    ->Args({1, 256, 60})
+    ->Args({2, 2560, 60})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -27,6 +27,7 @@ using balance::count_cap;
 using balance::refine;
 using balance::refine_options;
 
+using test::random_limits;
 using test::random_weights;
 
 namespace {
@@ -211,41 +212,17 @@ TEST_CASE("refine: constraints stay satisfied on random instances") {
     const std::size_t n = uniform_below(g, 80);
     const rank_t bins = static_cast<rank_t>(1 + uniform_below(g, 8));
     const auto w = random_weights(g, n, 500);
-    std::vector<std::uint64_t> groups(n);
-    for (auto& x : groups) x = uniform_below(g, std::max<std::size_t>(1, n / 2));
-    constraints limits;
-    switch (seed % 5) {
-      case 0:
-        limits.counts.kind = count_cap::mode::equal;
-        break;
-      case 1:
-        limits.counts.kind = count_cap::mode::fixed;
-        limits.counts.cap = static_cast<std::uint32_t>((n + bins - 1) / bins + uniform_below(g, 3));
-        break;
-      case 2:
-        limits.groups = groups;
-        break;
-      case 3: {
-        // Capacity comfortably above what LPT reaches so the start is feasible.
-        const double lpt_max = max_load(balance::lpt{}(w, bins, cost::tokens{}), w, cost::tokens{});
-        limits.capacity = lpt_max * 1.02 + 1;
-        break;
-      }
-      default:
-        limits.groups = groups;
-        limits.counts.kind = count_cap::mode::fixed;
-        limits.counts.cap = static_cast<std::uint32_t>(n);
-        limits.capacity = 1e12;
-        break;
-    }
+    std::vector<std::uint64_t> groups;  // `limits.groups` views it
+    // Capacity comfortably above what LPT reaches so the start is feasible.
+    const auto lpt_max = [&](const auto& cost) { return max_load(balance::lpt{}(w, bins, cost), w, cost) * 1.02 + 1; };
+    const constraints limits = random_limits(g, seed, n, bins, groups, [&] { return lpt_max(cost::tokens{}); });
     INFO("seed " << seed);
     const assignment start = balance::lpt{}(w, bins, cost::tokens{}, limits);
     const assignment out = refine(w, start, cost::tokens{}, limits);
     check_result(start, out, w, cost::tokens{}, limits);
     // The same through the general (non-additive) path.
     constraints limits_p = limits;
-    if (seed % 5 == 3)
-      limits_p.capacity = max_load(balance::lpt{}(w, bins, cost::padded{}), w, cost::padded{}) * 1.02 + 1;
+    if (seed % 6 == 4) limits_p.capacity = lpt_max(cost::padded{});  // the capacity kind alone
     const assignment start_p = balance::lpt{}(w, bins, cost::padded{}, limits_p);
     check_result(start_p, refine(w, start_p, cost::padded{}, limits_p), w, cost::padded{}, limits_p);
   }
@@ -266,8 +243,8 @@ struct refolded {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refolding path", "", cost::padded,
-                   cost::padded_attention) {
+TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refolding path; its escape only lowers", "",
+                   cost::padded, cost::padded_attention) {
   static_assert(padded_cost<TestType> && !padded_cost<refolded<TestType>>);
   const TestType cost = [] {
     if constexpr (std::is_same_v<TestType, cost::padded>)
@@ -283,26 +260,9 @@ TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refoldin
     const std::size_t n = 2 + uniform_below(g, seed % 3 == 0 ? 600 : 60);
     const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, seed % 3 == 0 ? 4 : 12));
     const auto w = random_weights(g, n, seed % 2 == 0 ? 500 : 20);
-    constraints limits;
-    std::vector<std::uint64_t> groups(n);  // `limits.groups` views it
-    switch (seed % 6) {
-      case 1:
-        limits.counts.kind = count_cap::mode::equal;
-        break;
-      case 2:
-        limits.counts.kind = count_cap::mode::fixed;
-        limits.counts.cap = static_cast<std::uint32_t>((n + bins - 1) / bins + uniform_below(g, 3));
-        break;
-      case 3:
-        for (auto& x : groups) x = uniform_below(g, std::max<std::size_t>(1, n / 2));
-        limits.groups = groups;
-        break;
-      case 4:
-        limits.capacity = max_load(balance::lpt{}(w, bins, cost), w, cost) * 1.01;
-        break;
-      default:
-        break;
-    }
+    std::vector<std::uint64_t> groups;  // `limits.groups` views it
+    const constraints limits = random_limits(g, seed % 6 == 5 ? 0 : seed, n, bins, groups,
+                                             [&] { return max_load(balance::lpt{}(w, bins, cost), w, cost) * 1.01; });
     const assignment start = seed % 6 == 5 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost, limits);
     INFO("seed " << seed << " n " << n << " bins " << bins);
     refine_options moves_and_swaps;  // the pool re-split is the padded path's own escape

@@ -321,11 +321,18 @@ class load_order {
   mmbal::detail::indexed_heap<true> max_;
 };
 
-/// Parts of a pool split to the pool's bins (`overlap[part · ways + position]`: the part's items
-/// already in `pool_bins[position]`): the largest overlaps first, ties by (part, position), so
-/// the split moves few items. Shared by the pool re-splits of both paths.
-inline std::vector<rank_t> parts_to_bins(std::span<const std::uint32_t> overlap, std::span<const rank_t> pool_bins) {
+/// Parts of a pool split to the pool's bins. The pool lists its units bin by bin in the order
+/// of `pool_bins`; `bin_of(x)` is the bin of the pool's unit x and `split` puts it in part
+/// `split.where[x].rank`. Largest overlaps (units already in the bin) first, ties by (part,
+/// position), so the split moves few units. Shared by the pool re-splits of both paths.
+template <class BinOf>
+std::vector<rank_t> parts_to_bins(const assignment& split, BinOf bin_of, std::span<const rank_t> pool_bins) {
   const std::size_t ways = pool_bins.size();
+  std::vector<std::uint32_t> overlap(ways * ways, 0);  // [part · ways + pool bin position]
+  for (std::size_t x = 0, at = 0; x < split.where.size(); ++x) {
+    while (bin_of(x) != pool_bins[at]) ++at;
+    ++overlap[split.where[x].rank * ways + at];
+  }
   std::vector<std::uint32_t> pairs(ways * ways);
   std::iota(pairs.begin(), pairs.end(), 0u);
   std::stable_sort(pairs.begin(), pairs.end(),
@@ -703,13 +710,8 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       bool better = true;
       for (std::size_t p = 0; p < ways && better; ++p) better = part_load[p] < lh && (!has_cap || part_load[p] <= cap);
       if (better) {
-        // Parts to bins: the largest overlaps (items already in the bin) first, ties by index.
-        std::vector<std::uint32_t> overlap(ways * ways, 0);  // [part · ways + pool bin position]
-        for (std::size_t x = 0, at = 0; x < pool.size(); ++x) {
-          while (st.unit_bin[pool[x].second] != pool_bins[at]) ++at;  // the pool runs bin by bin
-          ++overlap[split.where[x].rank * ways + at];
-        }
-        const std::vector<rank_t> bin_of_part = parts_to_bins(overlap, pool_bins);
+        const std::vector<rank_t> bin_of_part = parts_to_bins(
+            split, [&](std::size_t x) { return st.unit_bin[pool[x].second]; }, pool_bins);
         move_pool([&](std::size_t x) { return bin_of_part[split.where[x].rank]; });
         for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
         for (const rank_t b : pool_bins) by_load.update(b);
@@ -1010,21 +1012,32 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   std::vector<state> states(bins);
   std::vector<double> load(bins);
   std::set<bin_key> by_load;
-  for (rank_t b = 0; b < bins; ++b) {
+  // Bin b refolded in slot order, so the tracked load is what `bin_loads` recomputes, and filed
+  // by its load (the caller has taken its old key out of `by_load`).
+  auto refile = [&](rank_t b) {
     states[b] = whole(b);
     load[b] = value(states[b]);
     by_load.insert(bin_key{load[b], b});
-  }
+  };
+  for (rank_t b = 0; b < bins; ++b) refile(b);
+  // Unit k leaves bin `from` for the end of bin `to` (the slot order a move gives it).
+  auto move_to = [&](std::uint32_t k, rank_t from, rank_t to) {
+    auto& c = content[from];
+    c.erase(std::find(c.begin(), c.end(), k));
+    content[to].push_back(k);
+    st.move_unit(k, from, to);
+  };
   const bool has_cap = limits.capacity.has_value();
   const double cap = has_cap ? *limits.capacity : 0.0;
   const std::uint64_t max_steps = std::uint64_t{opts.max_passes} * u.count;
 
   // Bounded work per step for large bins: the top bin offers its `max_candidates` costliest
   // units, a partner its `max_candidates` cheapest (positions kept in slot order, so ties are
-  // broken as without the cap), and a step stops trying partners after `budget` state folds
-  // (counted as refolds also on the padded path, which does not refold: the same steps).
+  // broken as without the cap), and a step stops trying partners after `refold_budget` unit
+  // folds. The padded path does not refold, but it counts the folds the refolding path would
+  // make (skipped partners included), so that both stop at the same partner: the same steps.
   constexpr std::size_t max_candidates = 32;
-  constexpr std::uint64_t budget = std::uint64_t{1} << 22;
+  constexpr std::uint64_t refold_budget = std::uint64_t{1} << 22;
   // A unit's cost alone (padded costs: from its size and length, no table).
   std::vector<double> solo_table;
   if (!padded) {
@@ -1074,6 +1087,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   std::vector<rank_t> pool_bins;
   std::vector<std::uint32_t> pool_units;
   std::vector<length_t> pool_weights;
+  std::vector<padded_state> part;
   auto pool_resplit = [&](rank_t h, double lh) {
     if constexpr (!padded) {
       return false;
@@ -1096,7 +1110,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
         pool_left -= pool_units.size();
         const std::size_t ways = pool_bins.size();
         const assignment split = padded_binary_search{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
-        std::vector<padded_state> part(ways);
+        part.assign(ways, padded_state{});
         for (std::size_t x = 0; x < pool_units.size(); ++x) {
           padded_state& p = part[split.where[x].rank];
           p = padded_state{p.count + 1, std::max(p.max, pool_weights[x])};
@@ -1107,27 +1121,15 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
           better = l < lh && (!has_cap || l <= cap);
         }
         if (!better) continue;
-        std::vector<std::uint32_t> overlap(ways * ways, 0);  // [part · ways + pool bin position]
-        for (std::size_t x = 0, at = 0; x < pool_units.size(); ++x) {
-          while (st.unit_bin[pool_units[x]] != pool_bins[at]) ++at;  // the pool runs bin by bin
-          ++overlap[split.where[x].rank * ways + at];
-        }
-        const std::vector<rank_t> bin_of_part = parts_to_bins(overlap, pool_bins);
+        const std::vector<rank_t> bin_of_part = parts_to_bins(
+            split, [&](std::size_t x) { return st.unit_bin[pool_units[x]]; }, pool_bins);
         for (const rank_t b : pool_bins) by_load.erase(bin_key{load[b], b});
         for (std::size_t x = 0; x < pool_units.size(); ++x) {
           const std::uint32_t k = pool_units[x];
           const rank_t from = st.unit_bin[k], to = bin_of_part[split.where[x].rank];
-          if (to == from) continue;
-          auto& c = content[from];
-          c.erase(std::find(c.begin(), c.end(), k));
-          content[to].push_back(k);
-          st.move_unit(k, from, to);
+          if (to != from) move_to(k, from, to);
         }
-        for (const rank_t b : pool_bins) {
-          states[b] = whole(b);
-          load[b] = value(states[b]);
-          by_load.insert(bin_key{load[b], b});
-        }
+        for (const rank_t b : pool_bins) refile(b);
         return true;
       }
     }
@@ -1147,10 +1149,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
     }
     without_h.clear();
     for (std::size_t a : cand_h) without_h.push_back(without(hc, h, top_h, hc[a]));
-    std::uint64_t work = std::uint64_t{cand_h.size()} * hc.size();
+    std::uint64_t refolds = std::uint64_t{cand_h.size()} * hc.size();
     refine_step best;
     std::uint32_t tried = 0;
-    for (auto it = by_load.begin(); it != by_load.end() && work < budget; ++it) {
+    for (auto it = by_load.begin(); it != by_load.end() && refolds < refold_budget; ++it) {
       if (it->bin == h) continue;
       const rank_t t = it->bin;
       if (!(load[t] < lh)) break;
@@ -1161,7 +1163,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
         extended_left -= cost_here;
       }
       ++tried;
-      const std::uint64_t partner_work =
+      const std::uint64_t partner_refolds =
           std::uint64_t{std::min(tc.size(), max_candidates)} * (tc.size() + cand_h.size()) + cand_h.size();
       if constexpr (padded) {
         if (u.trivial) {
@@ -1169,7 +1171,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
                                 cost.padded_value(st.counts[t] + 1, std::max(states[t].max, shortest_h)) < lh;
           const bool swap_may = top_h.at_first == 1 && cost.padded_value(st.counts[t], top_h.first) < lh;
           if (!move_may && !swap_may) {
-            work += partner_work;
+            refolds += partner_refolds;
             continue;
           }
         }
@@ -1178,7 +1180,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       candidates(tc, false, cand_t);
       without_t.clear();
       for (std::size_t b : cand_t) without_t.push_back(without(tc, t, top_t, tc[b]));
-      work += partner_work;
+      refolds += partner_refolds;
       auto consider = [&](std::uint32_t out, std::uint32_t in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
         if (!(q < lh) || (has_cap && new_t > cap)) return;
@@ -1205,23 +1207,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
     const rank_t t = best.partner;
     by_load.erase(bin_key{load[h], h});
     by_load.erase(bin_key{load[t], t});
-    auto& from = content[h];
-    auto& to = content[t];
-    from.erase(std::find(from.begin(), from.end(), best.out));
-    to.push_back(best.out);
-    st.move_unit(best.out, t);
-    if (best.swap()) {
-      to.erase(std::find(to.begin(), to.end(), best.in));
-      from.push_back(best.in);
-      st.move_unit(best.in, h);
-    }
-    // Refold both bins in slot order, so the tracked loads are what `bin_loads` recomputes.
-    states[h] = whole(h);
-    states[t] = whole(t);
-    load[h] = value(states[h]);
-    load[t] = value(states[t]);
-    by_load.insert(bin_key{load[h], h});
-    by_load.insert(bin_key{load[t], t});
+    move_to(best.out, h, t);
+    if (best.swap()) move_to(best.in, t, h);
+    refile(h);
+    refile(t);
   }
 }
 
