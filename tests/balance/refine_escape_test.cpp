@@ -116,10 +116,11 @@ TEST_CASE("refine: the padded pool re-split undoes what lpt mixes under a padded
 
 namespace {
 
-/// The shipped algorithms that apply to tokens / attention costs (padded needs a padded cost,
-/// conv the conv cost); migrate needs the origin the caller gives.
-constexpr std::array<const char*, 5> shipped = {"lpt", "kk", "greedy-ascending", "tolerance:v=500",
-                                                "migrate:eps=0.001"};
+/// The shipped algorithms that apply to tokens, attention and padded costs (`kk` takes no
+/// padded cost, `padded` only one; conv needs the conv cost); migrate needs the origin the
+/// caller gives.
+constexpr std::array<const char*, 6> shipped = {
+    "lpt", "kk", "greedy-ascending", "tolerance:v=500", "migrate:eps=0.001", "padded"};
 
 struct property_counts {
   std::size_t checked = 0, failed = 0;
@@ -199,7 +200,9 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
 // class are printed (bench/RESULTS.md "Session 10 — refine", "Session 11 — refine pair
 // re-split"); asserted: what holds for every instance (refine never raises its start's
 // maximum, each escape never ends above the search without it), and the property itself on the
-// classes where it now holds.
+// classes where it now holds. The padded cost runs on the same instances with free counts
+// (bench/RESULTS.md "Session 19": 35 of 1,200 pairs fail, 305 with the re-differencing's pool
+// bound of 128 items).
 TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
           "[balance][refine][property][heavy]") {
   constexpr double tolerance = 1e-5;
@@ -233,9 +236,11 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
     for (auto& r : origin) r = static_cast<rank_t>(uniform_below(g, d));
     const bool equal = (seed / 4) % 2 == 1;
     const char* cost = (seed / 8) % 2 == 0 ? "tokens" : "attention:alpha=1,beta=0.0001";
-    const std::string cls = std::string(equal ? "equal" : "free") + (per_bin <= 3 || d <= 2 ? " tiny" : " regular");
+    const std::string size = per_bin <= 3 || d <= 2 ? " tiny" : " regular";
     INFO("seed " << seed << " d " << d << " n " << n << " " << cost);
-    record("random " + cls, excess_over_best(w, d, cost, equal, origin));
+    record("random " + std::string(equal ? "equal" : "free") + size, excess_over_best(w, d, cost, equal, origin));
+    // Padded (free counts: `padded_binary_search` takes no equal counts) on every instance.
+    record("padded random free" + size, excess_over_best(w, d, "padded", false, origin));
   }
   // Generated (realistic) instances: the LLM phase of every family at small d, free and equal
   // counts in turn.
@@ -251,8 +256,10 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
         if (items.weights.empty()) continue;
         const bool equal = generated++ % 2 == 1;
         const std::size_t per_bin = items.weights.size() / d;
-        const std::string cls = std::string(equal ? "equal" : "free") + (per_bin <= 3 || d <= 2 ? " tiny" : " regular");
-        record("generated " + cls, excess_over_best(items.weights, d, "tokens", equal, items.origin));
+        const std::string size = per_bin <= 3 || d <= 2 ? " tiny" : " regular";
+        record("generated " + std::string(equal ? "equal" : "free") + size,
+               excess_over_best(items.weights, d, "tokens", equal, items.origin));
+        record("padded generated free" + size, excess_over_best(items.weights, d, "padded", false, items.origin));
       }
   for (const auto& [name, c] : counts)
     std::printf("%-40s checked %4zu failed %3zu worst %.3g\n", name.c_str(), c.checked, c.failed, c.worst);
@@ -260,10 +267,30 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
   // (bench/RESULTS.md "Session 11 — refine pair re-split", "Session 16 — refine pool
   // re-differencing"): the generated instances with free counts for X = lpt and kk, with equal
   // counts for kk, and the tiny generated equal-count class for every X.
-  for (const char* cls :
-       {"generated free regular lpt", "generated free regular kk", "generated equal regular kk",
-        "generated free tiny lpt", "generated free tiny kk", "generated equal tiny lpt", "generated equal tiny kk",
-        "generated equal tiny greedy-ascending", "generated equal tiny tolerance:v=500"}) {
+  // Under the padded cost (the padded pool re-split, pools of ≤ 1,024 items: bench/RESULTS.md
+  // "Session 19"): X = lpt and padded on the generated instances, every X on the tiny generated
+  // ones, and X = migrate and padded everywhere.
+  for (const char* cls : {"generated free regular lpt",
+                          "generated free regular kk",
+                          "generated equal regular kk",
+                          "generated free tiny lpt",
+                          "generated free tiny kk",
+                          "generated equal tiny lpt",
+                          "generated equal tiny kk",
+                          "generated equal tiny greedy-ascending",
+                          "generated equal tiny tolerance:v=500",
+                          "padded generated free regular lpt",
+                          "padded generated free regular migrate:eps=0.001",
+                          "padded generated free regular padded",
+                          "padded generated free tiny lpt",
+                          "padded generated free tiny greedy-ascending",
+                          "padded generated free tiny tolerance:v=500",
+                          "padded generated free tiny migrate:eps=0.001",
+                          "padded generated free tiny padded",
+                          "padded random free regular migrate:eps=0.001",
+                          "padded random free regular padded",
+                          "padded random free tiny migrate:eps=0.001",
+                          "padded random free tiny padded"}) {
     INFO(cls);
     REQUIRE(counts.count(cls) == 1);
     CHECK(counts[cls].checked > 0);

@@ -98,14 +98,21 @@ struct refine_options {
   /// The first pool whose new loads all end strictly below the top bin's is applied (parts go to
   /// the bins that keep the most items). One budget for the whole run of `redifference_work` ×
   /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish. Padded costs (no
-  /// groups, free or fixed counts) use the same budget and pool bound for their escape, the pool
-  /// re-split: the top bin with its 1, 3, 7, ... lightest partners split anew by
-  /// `padded_binary_search`.
+  /// groups, free or fixed counts) use the same budget for their escape, the pool re-split: the
+  /// top bin with its 1, 3, 7, ... lightest partners split anew by `padded_binary_search`, pools
+  /// of at most `padded_pool_max_units` items.
   std::uint32_t redifference_work = 16;
   /// The largest pool of the re-differencing, in items. Default 128: with more items per bin
   /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
   /// finding tiny gains at a high price (60 items per bin, 2,560 bins: 14 × the time).
   std::uint32_t redifference_max_units = 128;
+  /// The largest pool of the padded pool re-split, in items. Default 1,024: a start that mixes
+  /// long and short items (`lpt` under a padded cost) is undone only by regrouping many bins at
+  /// once, and `padded_binary_search` splits a pool in O(P log P) (a sort and a binary search
+  /// over contiguous runs). With 128, `X+refine` under the padded cost ended above the best
+  /// shipped algorithm on 305 of 1,200 seeded (instance, X) pairs; with 1,024 on 35; with 4,096
+  /// on 35 (bench/RESULTS.md "Session 19").
+  std::uint32_t padded_pool_max_units = 1024;
 };
 
 namespace detail {
@@ -1063,7 +1070,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       if (solo(c[x]) != solo(c[y])) return costliest ? solo(c[x]) > solo(c[y]) : solo(c[x]) < solo(c[y]);
       return c[x] < c[y];
     };
-    std::partial_sort(out.begin(), out.begin() + max_candidates, out.end(), before);
+    std::nth_element(out.begin(), out.begin() + max_candidates, out.end(), before);  // a strict total order: one set
     out.resize(max_candidates);
     std::sort(out.begin(), out.end());
   };
@@ -1106,7 +1113,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
             pool_units.push_back(k);
             pool_weights.push_back(weights[k]);  // a unit is its item
           }
-        if (pool_units.size() > opts.redifference_max_units || pool_units.size() > pool_left) return false;
+        if (pool_units.size() > opts.padded_pool_max_units || pool_units.size() > pool_left) return false;
         pool_left -= pool_units.size();
         const std::size_t ways = pool_bins.size();
         const assignment split = padded_binary_search{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
@@ -1243,16 +1250,16 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   lightest partners split anew by `kk` among themselves, pools of ≤ `redifference_max_units`
 ///   items, under the same acceptance rule. Padded costs (no groups, free or fixed counts) escape
 ///   by the pool re-split: the top bin and its 1, 3, 7, ... lightest partners split anew by
-///   `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same budget,
-///   bound and rule — `lpt` under a padded cost mixes long and short items in every bin, which
-///   moves and swaps cannot regroup. All run only when the plain search is stuck. Not a
-///   guarantee of matching other algorithms: on seeded random and generated instances with 2–32
-///   items per bin, 0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the
-///   re-differencing, 16.7 % before the re-split) end above the best shipped algorithm's maximum
-///   by more than 1e-5 (up to 2.6 % with ≤ 3 items per bin; ≤ 0.08 % otherwise; none on the
-///   generated instances with free counts for X = lpt, kk, nor with equal counts for X = kk) —
-///   counted in tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 11 — refine pair
-///   re-split", "Session 16 — refine pool re-differencing".
+///   `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same budget
+///   and rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long
+///   and short items in every bin, which moves and swaps cannot regroup. All run only when the plain search is stuck.
+///   Not a guarantee of matching other algorithms: on seeded random and generated instances with 2–32 items per bin,
+///   0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the re-differencing, 16.7 % before the
+///   re-split) end above the best shipped algorithm's maximum by more than 1e-5 (up to 2.6 % with ≤ 3 items per bin; ≤
+///   0.08 % otherwise; none on the generated instances with free counts for X = lpt, kk, nor with equal counts for X =
+///   kk) — counted in tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 11 — refine pair re-split",
+///   "Session 16 — refine pool re-differencing". Under the padded cost (free counts, the same instances) 2.9 % of the
+///   pairs (bench/RESULTS.md "Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
@@ -1260,9 +1267,9 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
 ///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
 ///   O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
-///   items per pool. Other costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of
-///   each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying
-///   partners after about 4 M unit folds; padded costs
+///   items per pool (padded: ≤ 1,024). Other costs refold bins: per step the 32 costliest units of the top bin and the
+///   32 cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
+///   trying partners after about 4 M unit folds; padded costs
 ///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
 ///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
 ///   padded path of refine"). At most `max_passes` × units steps.
