@@ -194,7 +194,7 @@ void BM_padded_phase(benchmark::State& state) { run_phase(state, balance::padded
 // (args: phase, ranks, samples per rank; `bench::omni_step`): `lpt` mixes long and short items
 // in every bin; the pool re-split (refine's padded escape) regroups them where pools are small.
 // Counters: maxima over `padded_binary_search`'s, refine without the escape
-// (`redifference_work` = 0) and with it (the default). Timed: lpt + refine with the escape.
+// (`padded_pool_work` = 0) and with it (the default). Timed: lpt + refine with the escape.
 void BM_padded_lpt_refine(benchmark::State& state) {
   const auto phase = static_cast<std::size_t>(state.range(0));
   const auto d = static_cast<rank_t>(state.range(1));
@@ -208,7 +208,7 @@ void BM_padded_lpt_refine(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
   balance::refine_options no_escape;
-  no_escape.redifference_work = 0;
+  no_escape.padded_pool_work = 0;
   const double best = max_of(bin_loads(balance::padded_binary_search{}(w, d, cost), w, cost));
   state.counters["lpt_over_pbs"] = max_of(bin_loads(a, w, cost)) / best;
   state.counters["refined_no_escape_over_pbs"] =

@@ -91,7 +91,7 @@ TEST_CASE("archetype: an exact batch_cost runs through every generic balancer", 
     // refine: the same moves and swaps; the built-in padded cost then continues with its pool
     // re-split, which only lowers the maximum further.
     balance::refine_options moves_and_swaps;
-    moves_and_swaps.redifference_work = 0;
+    moves_and_swaps.padded_pool_work = 0;
     CHECK(balance::refine(w, a, arch, {}) == balance::refine(w, a, builtin, {}, moves_and_swaps));
     CHECK(max_of(mmbal::bin_loads(balance::refine(w, a, builtin, {}), w, builtin)) <=
           max_of(mmbal::bin_loads(balance::refine(w, a, arch, {}), w, arch)));

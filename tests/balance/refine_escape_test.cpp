@@ -83,14 +83,14 @@ TEST_CASE("refine: the pool re-differencing leaves the equal-count local optimum
 TEST_CASE("refine: the padded pool re-split undoes what lpt mixes under a padded cost", "[balance][refine]") {
   // `lpt` with a padded cost puts long and short items in every bin; moves and swaps cannot
   // regroup them, the pool re-split (the top bin and its lightest partners split anew by
-  // `padded_binary_search`) can where pools are small (bench/RESULTS.md "Session 18 — the
-  // padded path of refine").
+  // `padded_binary_search`) can: with pools of up to 1,024 items it reaches the padded
+  // algorithm's maximum on these (bench/RESULTS.md "Session 18 — the padded path of refine",
+  // "Session 19"; with 128-item pools d 16 × 16, 8 × 60 and 64 × 16 ended 1.24-2.69 × above).
   struct instance {
     rank_t d;
     std::uint64_t per_rank;
-    bool reaches_padded;  // ends at padded_binary_search's maximum
   };
-  for (const instance& c : {instance{8, 16, true}, instance{16, 4, true}, instance{16, 16, false}}) {
+  for (const instance& c : {instance{8, 16}, instance{16, 4}, instance{16, 16}, instance{8, 60}, instance{64, 16}}) {
     INFO("d " << c.d << " per rank " << c.per_rank);
     generator_options o;
     o.samples = c.per_rank * c.d;
@@ -102,15 +102,14 @@ TEST_CASE("refine: the padded pool re-split undoes what lpt mixes under a padded
     const balance::constraints none;
     const assignment start = balance::lpt{}(w, c.d, cost);
     balance::refine_options without;
-    without.redifference_work = 0;
+    without.padded_pool_work = 0;
     const double without_max = test::check_run(balance::refine(w, start, cost, none, without), w, c.d, cost, none);
     const assignment with = balance::refine(w, start, cost, none);
     CHECK(with == balance::refine(w, start, cost, none));  // deterministic
     const double with_max = test::check_run(with, w, c.d, cost, none);
     const double padded_max = test::check_run(balance::padded_binary_search{}(w, c.d, cost), w, c.d, cost, none);
     CHECK(with_max < without_max);
-    if (c.reaches_padded) CHECK(with_max == padded_max);
-    if (!c.reaches_padded) CHECK(with_max < 0.8 * without_max);
+    CHECK(with_max == padded_max);
   }
 }
 
@@ -169,9 +168,12 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
         no_escape.escape_work = 0;
         no_escape.resplit_work = 0;
         no_escape.redifference_work = 0;
+        no_escape.padded_pool_work = 0;
         no_resplit.resplit_work = 0;
         no_resplit.redifference_work = 0;
+        no_resplit.padded_pool_work = 0;
         no_redifference.redifference_work = 0;
+        no_redifference.padded_pool_work = 0;
         auto top = [&](const assignment& a) {
           const auto loads = bin_loads(a, w, c);
           return *std::max_element(loads.begin(), loads.end());
@@ -200,9 +202,8 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
 // class are printed (bench/RESULTS.md "Session 10 — refine", "Session 11 — refine pair
 // re-split"); asserted: what holds for every instance (refine never raises its start's
 // maximum, each escape never ends above the search without it), and the property itself on the
-// classes where it now holds. The padded cost runs on the same instances with free counts
-// (bench/RESULTS.md "Session 19": 35 of 1,200 pairs fail, 305 with the re-differencing's pool
-// bound of 128 items).
+// classes where it now holds, and on every pair under the padded cost (the same instances with
+// free counts).
 TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
           "[balance][refine][property][heavy]") {
   constexpr double tolerance = 1e-5;
@@ -267,35 +268,26 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
   // (bench/RESULTS.md "Session 11 — refine pair re-split", "Session 16 — refine pool
   // re-differencing"): the generated instances with free counts for X = lpt and kk, with equal
   // counts for kk, and the tiny generated equal-count class for every X.
-  // Under the padded cost (the padded pool re-split, pools of ≤ 1,024 items: bench/RESULTS.md
-  // "Session 19"): X = lpt and padded on the generated instances, every X on the tiny generated
-  // ones, and X = migrate and padded everywhere.
-  for (const char* cls : {"generated free regular lpt",
-                          "generated free regular kk",
-                          "generated equal regular kk",
-                          "generated free tiny lpt",
-                          "generated free tiny kk",
-                          "generated equal tiny lpt",
-                          "generated equal tiny kk",
-                          "generated equal tiny greedy-ascending",
-                          "generated equal tiny tolerance:v=500",
-                          "padded generated free regular lpt",
-                          "padded generated free regular migrate:eps=0.001",
-                          "padded generated free regular padded",
-                          "padded generated free tiny lpt",
-                          "padded generated free tiny greedy-ascending",
-                          "padded generated free tiny tolerance:v=500",
-                          "padded generated free tiny migrate:eps=0.001",
-                          "padded generated free tiny padded",
-                          "padded random free regular migrate:eps=0.001",
-                          "padded random free regular padded",
-                          "padded random free tiny migrate:eps=0.001",
-                          "padded random free tiny padded"}) {
+  for (const char* cls :
+       {"generated free regular lpt", "generated free regular kk", "generated equal regular kk",
+        "generated free tiny lpt", "generated free tiny kk", "generated equal tiny lpt", "generated equal tiny kk",
+        "generated equal tiny greedy-ascending", "generated equal tiny tolerance:v=500"}) {
     INFO(cls);
     REQUIRE(counts.count(cls) == 1);
     CHECK(counts[cls].checked > 0);
     CHECK(counts[cls].failed == 0);
   }
+  // Under the padded cost the property holds on every pair (the padded pool re-split with
+  // pools of ≤ 1,024 items that take in the bins tied with the top: bench/RESULTS.md
+  // "Session 19"; 35 of the 1,200 fail without the tied bins, 2 with a budget of 16).
+  std::size_t padded_checked = 0;
+  for (const auto& [name, c] : counts)
+    if (name.starts_with("padded ")) {
+      INFO(name);
+      CHECK(c.failed == 0);
+      padded_checked += c.checked;
+    }
+  CHECK(padded_checked == 1200);  // 5 algorithms (kk takes no padded cost) × 240 instances
 }
 
 TEST_CASE("refine: resplit_search finds the best split under count ranges and unit sizes (brute force)",

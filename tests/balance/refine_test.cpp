@@ -266,7 +266,7 @@ TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refoldin
     const assignment start = seed % 6 == 5 ? random_assignment(g, n, bins) : balance::lpt{}(w, bins, cost, limits);
     INFO("seed " << seed << " n " << n << " bins " << bins);
     refine_options moves_and_swaps;  // the pool re-split is the padded path's own escape
-    moves_and_swaps.redifference_work = 0;
+    moves_and_swaps.padded_pool_work = 0;
     const assignment fast = refine(w, start, cost, limits, moves_and_swaps);
     CHECK(fast == refine(w, start, reference, limits, moves_and_swaps));
     check_result(start, fast, w, cost, limits);

@@ -97,21 +97,25 @@ struct refine_options {
   /// anew among those bins by `kk` (its equal-count form keeps every count within ⌊n/d⌋..⌈n/d⌉).
   /// The first pool whose new loads all end strictly below the top bin's is applied (parts go to
   /// the bins that keep the most items). One budget for the whole run of `redifference_work` ×
-  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish. Padded costs (no
-  /// groups, free or fixed counts) use the same budget for their escape, the pool re-split: the
-  /// top bin with its 1, 3, 7, ... lightest partners split anew by `padded_binary_search`, pools
-  /// of at most `padded_pool_max_units` items.
+  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish.
   std::uint32_t redifference_work = 16;
   /// The largest pool of the re-differencing, in items. Default 128: with more items per bin
   /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
   /// finding tiny gains at a high price (60 items per bin, 2,560 bins: 14 × the time).
   std::uint32_t redifference_max_units = 128;
+  /// Pool re-split (padded costs, no groups, free or fixed counts), their escape when no move or
+  /// swap improves: the top bin and the 1, 3, 7, ... lightest other bins (those tied with it
+  /// last) split anew among themselves by `padded_binary_search`, taken under the
+  /// re-differencing's rule. One budget for the whole run of `padded_pool_work` × items pooled.
+  /// Default 32 (16 left 2 of the 1,200 pairs of "Session 19" above the best shipped result,
+  /// 32 none, for the same time). 0 disables it. Not inside `migrate`'s polish.
+  std::uint32_t padded_pool_work = 32;
   /// The largest pool of the padded pool re-split, in items. Default 1,024: a start that mixes
   /// long and short items (`lpt` under a padded cost) is undone only by regrouping many bins at
   /// once, and `padded_binary_search` splits a pool in O(P log P) (a sort and a binary search
   /// over contiguous runs). With 128, `X+refine` under the padded cost ended above the best
-  /// shipped algorithm on 305 of 1,200 seeded (instance, X) pairs; with 1,024 on 35; with 4,096
-  /// on 35 (bench/RESULTS.md "Session 19").
+  /// shipped algorithm on 305 of 1,200 seeded (instance, X) pairs; with 1,024 on 35, as with
+  /// 4,096, before the pool took in the bins tied with the top (bench/RESULTS.md "Session 19").
   std::uint32_t padded_pool_max_units = 1024;
 };
 
@@ -1080,14 +1084,15 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   longest_units top_h, top_t;
   std::uint64_t extended_left = std::uint64_t{opts.extended_work} * u.count;
 
-  // Pool re-split (padded costs, no groups, free or fixed counts), the escape when no move or
-  // swap improves: the top bin and its m − 1 lightest partners (m = 2, 4, 8, ...) split anew
-  // by `padded_binary_search` among those bins — the pool's items sorted, cut into contiguous
-  // runs, the best such grouping — taken when every new load ends strictly below the top's;
-  // parts go to the bins they overlap most. `lpt` under a padded cost mixes long and short
-  // items in every bin, which moves and swaps cannot undo.
+  // Pool re-split (`refine_options::padded_pool_work`): the top bin and the m − 1 lightest
+  // other bins (m = 2, 4, 8, ...; bins tied with the top come last) split anew by
+  // `padded_binary_search` among those bins — the pool's items sorted, cut into contiguous
+  // runs, the best such grouping — taken when every new load ends strictly below the top's, so
+  // the bins at the maximum never grow in number; parts go to the bins they overlap most. `lpt` under a padded cost
+  // mixes long and short items in every bin, which moves and swaps cannot undo, and often leaves many bins at the same
+  // maximum (weights with many ties): only a pool that takes them in lowers it.
   std::uint64_t pool_left = padded && u.trivial && limits.counts.kind != count_cap::mode::equal
-                                ? std::uint64_t{opts.redifference_work} * u.count
+                                ? std::uint64_t{opts.padded_pool_work} * u.count
                                 : 0;
   constraints pool_limits;
   pool_limits.counts = limits.counts;
@@ -1103,7 +1108,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       auto next = by_load.begin();
       for (std::size_t m = 2;; m *= 2) {
         const std::size_t before = pool_bins.size();
-        for (; next != by_load.end() && pool_bins.size() < m && next->load < lh; ++next)
+        for (; next != by_load.end() && pool_bins.size() < m; ++next)
           if (next->bin != h) pool_bins.push_back(next->bin);
         if (pool_bins.size() < 2 || (m > 2 && pool_bins.size() == before)) return false;  // no new partner
         pool_units.clear();
@@ -1249,17 +1254,18 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
 ///   lightest partners split anew by `kk` among themselves, pools of ≤ `redifference_max_units`
 ///   items, under the same acceptance rule. Padded costs (no groups, free or fixed counts) escape
-///   by the pool re-split: the top bin and its 1, 3, 7, ... lightest partners split anew by
-///   `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same budget
-///   and rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long
-///   and short items in every bin, which moves and swaps cannot regroup. All run only when the plain search is stuck.
+///   by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other
+///   bins (those tied with it last) split anew by `padded_binary_search` (the pool's items sorted
+///   and cut into contiguous runs), same rule, pools of ≤ `padded_pool_max_units` items — `lpt`
+///   under a padded cost mixes long and short items in every bin, which moves and swaps cannot
+///   regroup. All run only when the plain search is stuck.
 ///   Not a guarantee of matching other algorithms: on seeded random and generated instances with 2–32 items per bin,
 ///   0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the re-differencing, 16.7 % before the
 ///   re-split) end above the best shipped algorithm's maximum by more than 1e-5 (up to 2.6 % with ≤ 3 items per bin; ≤
 ///   0.08 % otherwise; none on the generated instances with free counts for X = lpt, kk, nor with equal counts for X =
 ///   kk) — counted in tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 11 — refine pair re-split",
-///   "Session 16 — refine pool re-differencing". Under the padded cost (free counts, the same instances) 2.9 % of the
-///   pairs (bench/RESULTS.md "Session 19").
+///   "Session 16 — refine pool re-differencing". Under the padded cost (free counts, the same instances) none of the
+///   1,200 pairs (bench/RESULTS.md "Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
