@@ -277,8 +277,8 @@ TEMPLATE_TEST_CASE("refine: the padded fast path takes the steps of the refoldin
     CHECK(max_load(escaped, w, cost) <= max_load(fast, w, cost));
     escaped_lower += max_load(escaped, w, cost) < max_load(fast, w, cost) ? 1 : 0;
   }
-  CHECK(changed > 60);        // the paths are compared where steps are taken
-  CHECK(escaped_lower > 50);  // and the pool re-split fires (110 of 240 with padded)
+  CHECK(changed > 60);         // the paths are compared where steps are taken
+  CHECK(escaped_lower > 100);  // and the pool re-split fires (136 of 240 with padded, 137 with padded_attention)
 }
 
 TEST_CASE("refine: capacity is checked on the receiving bin; a start that splits a group is rejected") {
