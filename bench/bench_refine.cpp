@@ -192,7 +192,8 @@ void BM_padded_phase(benchmark::State& state) { run_phase(state, balance::padded
 
 // `lpt` + refine under the padded cost, against `padded_binary_search` on the same lengths
 // (args: phase, ranks, samples per rank; `bench::omni_step`): `lpt` mixes long and short items
-// in every bin; the pool re-split (refine's padded escape) regroups them where pools are small.
+// in every bin; the pool re-split (refine's padded escape) regroups them where a pool of
+// ≤ 1,024 items spans enough bins.
 // Counters: maxima over `padded_binary_search`'s, refine without the escape
 // (`padded_pool_work` = 0) and with it (the default). Timed: lpt + refine with the escape.
 void BM_padded_lpt_refine(benchmark::State& state) {

@@ -107,8 +107,9 @@ struct refine_options {
   /// swap improves: the top bin and the 1, 3, 7, ... lightest other bins (those tied with it
   /// last) split anew among themselves by `padded_binary_search`, taken under the
   /// re-differencing's rule. One budget for the whole run of `padded_pool_work` × items pooled.
-  /// Default 32 (16 left 2 of the 1,200 pairs of "Session 19" above the best shipped result,
-  /// 32 none, for the same time). 0 disables it. Not inside `migrate`'s polish.
+  /// Default 32: with 16, 2 of the 1,200 seeded (instance, X) pairs of bench/RESULTS.md
+  /// "Session 19" ended above the best shipped algorithm, with 32 none, in the same time.
+  /// 0 disables it. Not inside `migrate`'s polish.
   std::uint32_t padded_pool_work = 32;
   /// The largest pool of the padded pool re-split, in items. Default 1,024: a start that mixes
   /// long and short items (`lpt` under a padded cost) is undone only by regrouping many bins at
@@ -1074,7 +1075,8 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
       if (solo(c[x]) != solo(c[y])) return costliest ? solo(c[x]) > solo(c[y]) : solo(c[x]) < solo(c[y]);
       return c[x] < c[y];
     };
-    std::nth_element(out.begin(), out.begin() + max_candidates, out.end(), before);  // a strict total order: one set
+    // `before` is a strict total order, so the first `max_candidates` are one set, found in O(s).
+    std::nth_element(out.begin(), out.begin() + max_candidates, out.end(), before);
     out.resize(max_candidates);
     std::sort(out.begin(), out.end());
   };
