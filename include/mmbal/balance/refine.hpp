@@ -1101,7 +1101,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   std::vector<rank_t> pool_bins;
   std::vector<std::uint32_t> pool_units;
   std::vector<length_t> pool_weights;
-  std::vector<padded_state> part;
+  std::vector<state> part;  // the pool split's parts
   auto pool_resplit = [&](rank_t h, double lh) {
     if constexpr (!padded) {
       return false;
@@ -1124,14 +1124,14 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
         pool_left -= pool_units.size();
         const std::size_t ways = pool_bins.size();
         const assignment split = padded_binary_search{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
-        part.assign(ways, padded_state{});
+        part.assign(ways, state{});
         for (std::size_t x = 0; x < pool_units.size(); ++x) {
-          padded_state& p = part[split.where[x].rank];
-          p = padded_state{p.count + 1, std::max(p.max, pool_weights[x])};
+          state& p = part[split.where[x].rank];
+          p = with(pool_units[x], p);
         }
         bool better = true;
         for (std::size_t p = 0; p < ways && better; ++p) {
-          const double l = cost.padded_value(part[p].count, part[p].max);
+          const double l = value(part[p]);
           better = l < lh && (!has_cap || l <= cap);
         }
         if (!better) continue;
