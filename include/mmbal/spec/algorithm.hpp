@@ -7,6 +7,13 @@
 ///
 /// Specs: `lpt`, `greedy-ascending`, `padded`, `tolerance:v=<Σl units>`, `conv`, `kk`,
 /// `migrate:eps=<fraction>`, each optionally followed by `+refine`.
+///
+/// Build time: `make_balancer` instantiates every built-in partitioner with every built-in
+/// cost, which dominates the compile time of each translation unit that calls it (directly or
+/// through `solve`, `with_specs`, `policy_from_specs`). By default it is inline (header-only).
+/// A program whose translation units all define `MMBAL_SEPARATE_COMPILATION` sees only its
+/// declaration and compiles it once, in the one translation unit that includes
+/// <mmbal/spec/separate_compilation.hpp> (the `mmbal` tool does so; docs/DESIGN.md §2).
 
 #include <mmbal/balance/conv_lpt.hpp>
 #include <mmbal/balance/greedy_ascending.hpp>
@@ -31,6 +38,12 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+
+#if defined(MMBAL_SEPARATE_COMPILATION)
+#define MMBAL_SPEC_DECL
+#else
+#define MMBAL_SPEC_DECL inline
+#endif
 
 namespace mmbal::spec {
 
@@ -203,11 +216,10 @@ decltype(auto) with_partitioner(const algorithm_spec& spec, const any_cost& cost
 }
 
 /// The orchestrator's balancer for `spec` under `cost`, named by their canonical specs.
-[[nodiscard]] inline orchestrate::phase_balancer make_balancer(const algorithm_spec& spec, const any_cost& cost) {
-  return with_partitioner(spec, cost, [&](auto partitioner, const auto& c) {
-    return orchestrate::phase_balancer(std::move(partitioner), c, {spec.refine, to_spec(spec), {}});
-  });
-}
+/// Defined in mmbal/spec/impl/make_balancer.ipp: inline, or out of line under
+/// `MMBAL_SEPARATE_COMPILATION` (see the file comment).
+[[nodiscard]] MMBAL_SPEC_DECL orchestrate::phase_balancer make_balancer(const algorithm_spec& spec,
+                                                                        const any_cost& cost);
 
 /// Validates the problem (`balance::check_problem_spans`), runs the base algorithm of `spec`
 /// with `cost`, then `refine` (default `refine_options`) when `spec.refine`. `migrate` needs
@@ -221,3 +233,7 @@ decltype(auto) with_partitioner(const algorithm_spec& spec, const any_cost& cost
 }
 
 }  // namespace mmbal::spec
+
+#if !defined(MMBAL_SEPARATE_COMPILATION)
+#include <mmbal/spec/impl/make_balancer.ipp>
+#endif
