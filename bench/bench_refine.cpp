@@ -1,6 +1,7 @@
 // refine on top of lpt: overhead (same-run baselines: lpt alone, std::sort of the same keys)
 // and quality (max / lower bound before and after) on realistic generated workloads; refine's
-// padded path (same-run baseline: `padded_binary_search` alone) and its quality after `lpt`.
+// padded path (same-run baseline: `padded_binary_search` alone) and its quality and time after
+// `lpt` (same-run baselines: `lpt` and `padded_binary_search` alone on the same lengths).
 #include "omni_step.hpp"
 
 #include <mmbal/balance/lpt.hpp>
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -219,6 +221,41 @@ void BM_padded_lpt_refine(benchmark::State& state) {
   state.SetLabel(phases[phase]);
 }
 
+// The same-run time baselines of `BM_padded_lpt_refine`, on the same lengths (args: phase,
+// ranks, samples per rank, then 0 = `lpt` alone, 1 = `padded_binary_search` alone).
+void BM_padded_alone(benchmark::State& state) {
+  const auto phase = static_cast<std::size_t>(state.range(0));
+  const auto d = static_cast<rank_t>(state.range(1));
+  const workload step = bench::omni_step(d, static_cast<std::uint64_t>(state.range(2)));
+  const std::vector<length_t> w = phase_items_of(step, phases[phase]).weights;
+  const cost::padded cost;
+  const bool binary_search = state.range(3) == 1;
+  for (auto _ : state) {
+    assignment a = binary_search ? balance::padded_binary_search{}(w, d, cost) : balance::lpt{}(w, d, cost);
+    benchmark::DoNotOptimize(a);
+  }
+  state.SetLabel(std::string(phases[phase]) + (binary_search ? " padded_binary_search" : " lpt"));
+}
+
+// The instances of `BM_padded_lpt_refine` (phase, ranks, samples per rank), with `extra`
+// appended to each (the baselines' algorithm).
+void padded_instances(benchmark::internal::Benchmark* b, std::initializer_list<std::int64_t> extra) {
+  for (const auto& [phase, d, spr] : {std::array<std::int64_t, 3>{2, 8, 16},
+                                      {2, 16, 4},
+                                      {2, 16, 16},
+                                      {2, 64, 16},
+                                      {2, 8, 60},
+                                      {1, 8, 16},
+                                      {1, 64, 4},
+                                      {1, 256, 60},
+                                      {2, 2560, 60}}) {
+    std::vector<std::int64_t> a{phase, d, spr};
+    a.insert(a.end(), extra);
+    b->Args(a);
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
 void args(benchmark::internal::Benchmark* b) {
   for (int f : {static_cast<int>(family::omni), static_cast<int>(family::internvl), static_cast<int>(family::audio),
                 static_cast<int>(family::llava)})
@@ -255,15 +292,9 @@ BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_padded_lpt_refine)
-    ->Args({2, 8, 16})
-    ->Args({2, 16, 4})
-    ->Args({2, 16, 16})
-    ->Args({2, 64, 16})
-    ->Args({2, 8, 60})
-    ->Args({1, 8, 16})
-    ->Args({1, 64, 4})
-    ->Args({1, 256, 60})
-    ->Args({2, 2560, 60})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_padded_lpt_refine)->Apply([](benchmark::internal::Benchmark* b) { padded_instances(b, {}); });
+BENCHMARK(BM_padded_alone)->Apply([](benchmark::internal::Benchmark* b) {
+  padded_instances(b, {0});
+  padded_instances(b, {1});
+});
 BENCHMARK_MAIN();
