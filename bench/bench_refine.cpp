@@ -192,6 +192,14 @@ void BM_orchestrated_phase(benchmark::State& state) {
 // being `BM_orchestrated_phase/1/*`.
 void BM_padded_phase(benchmark::State& state) { run_phase(state, balance::padded_binary_search{}, cost::padded{}); }
 
+// The item lengths of phase `range(0)` of `bench::omni_step(range(1) ranks, range(2) samples
+// per rank)`: the instances of `BM_padded_lpt_refine` and `BM_padded_alone`.
+std::vector<length_t> padded_instance_lengths(const benchmark::State& state) {
+  const workload step =
+      bench::omni_step(static_cast<rank_t>(state.range(1)), static_cast<std::uint64_t>(state.range(2)));
+  return phase_items_of(step, phases[static_cast<std::size_t>(state.range(0))]).weights;
+}
+
 // `lpt` + refine under the padded cost, against `padded_binary_search` on the same lengths
 // (args: phase, ranks, samples per rank; `bench::omni_step`): `lpt` mixes long and short items
 // in every bin; the pool re-split (refine's padded escape) regroups them where a pool of
@@ -201,8 +209,7 @@ void BM_padded_phase(benchmark::State& state) { run_phase(state, balance::padded
 void BM_padded_lpt_refine(benchmark::State& state) {
   const auto phase = static_cast<std::size_t>(state.range(0));
   const auto d = static_cast<rank_t>(state.range(1));
-  const workload step = bench::omni_step(d, static_cast<std::uint64_t>(state.range(2)));
-  const std::vector<length_t> w = phase_items_of(step, phases[phase]).weights;
+  const std::vector<length_t> w = padded_instance_lengths(state);
   const cost::padded cost;
   assignment a, r;
   for (auto _ : state) {
@@ -226,8 +233,7 @@ void BM_padded_lpt_refine(benchmark::State& state) {
 void BM_padded_alone(benchmark::State& state) {
   const auto phase = static_cast<std::size_t>(state.range(0));
   const auto d = static_cast<rank_t>(state.range(1));
-  const workload step = bench::omni_step(d, static_cast<std::uint64_t>(state.range(2)));
-  const std::vector<length_t> w = phase_items_of(step, phases[phase]).weights;
+  const std::vector<length_t> w = padded_instance_lengths(state);
   const cost::padded cost;
   const bool binary_search = state.range(3) == 1;
   for (auto _ : state) {
