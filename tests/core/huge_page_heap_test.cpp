@@ -1,10 +1,11 @@
-// reserve_huge_page_heap: the process-wide setting runs in a child (this binary started anew),
-// so this test process keeps its own allocator settings; the child reports the first failed
-// check as its exit status.
+// reserve_huge_page_heap and populate_huge_page_heap: the process-wide setting runs in a child (this binary started
+// anew), so this test process keeps its own allocator settings; the child reports the first failed check as its exit
+// status.
 #include <mmbal/core/huge_page_heap.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -14,14 +15,16 @@
 #include <vector>
 
 #if defined(__linux__) && defined(__GLIBC__)
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
 
 namespace {
 
-/// The VmFlags of the /proc/self/smaps mapping that contains `p` ("" if none does).
-std::string vm_flags_of(const void* p) {
+/// The line of the /proc/self/smaps mapping that contains `p` that starts with `field` ("" if
+/// none does), e.g. "VmFlags:" or "Rss:".
+std::string smaps_line(const void* p, const std::string& field) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   std::ifstream smaps("/proc/self/smaps");
   bool inside = false;
@@ -31,11 +34,34 @@ std::string vm_flags_of(const void* p) {
     std::istringstream head(line);
     if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
       inside = a >= lo && a < hi;
-    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+    } else if (inside && line.rfind(field, 0) == 0) {
       return line;
     }
   }
   return "";
+}
+
+/// The resident KiB of the mapping that contains `p`.
+std::size_t rss_kib_of(const void* p) {
+  std::istringstream line(smaps_line(p, "Rss:").substr(4));
+  std::size_t kib = 0;
+  line >> kib;
+  return kib;
+}
+
+/// Whether the running kernel is at least `major`.`minor`.
+bool kernel_at_least(int major, int minor) {
+#if defined(__linux__) && defined(__GLIBC__)
+  utsname u{};
+  if (uname(&u) != 0) return false;
+  int ma = 0, mi = 0;
+  if (std::sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
+  return ma > major || (ma == major && mi >= minor);
+#else
+  (void)major;
+  (void)minor;
+  return false;
+#endif
 }
 
 /// The checks, in the child: 0 when all hold, else the number of the first that failed.
@@ -50,7 +76,7 @@ int child_checks() {
   const auto big = std::make_unique<char[]>(std::size_t{8} << 20);
   const char* middle = big.get() + (std::size_t{4} << 20);
   if (!heap.contains(middle)) return 5;
-  if (vm_flags_of(middle).find(" hg") == std::string::npos) return 6;
+  if (smaps_line(middle, "VmFlags:").find(" hg") == std::string::npos) return 6;
   // Another thread allocates from the same heap (one arena), after the block above.
   std::unique_ptr<char[]> other;
   std::thread([&] { other = std::make_unique<char[]>(std::size_t{1} << 20); }).join();
@@ -64,6 +90,23 @@ int child_checks() {
   std::vector<std::uint64_t> v(1 << 20, 7);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] += i;
   if (v[12345] != 12352) return 9;
+  // Populating backs the range ahead of use while another thread writes to a block inside it,
+  // and leaves that block's bytes as they are (MADV_POPULATE_WRITE: Linux 5.14).
+  if (!heap.contains(v.data())) return 10;
+  const std::size_t populate = std::size_t{64} << 20;
+  std::thread writer([&] {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 3 * i + 1;
+  });
+  const std::size_t populated = mmbal::populate_huge_page_heap(heap, populate);
+  writer.join();
+  if (!kernel_at_least(5, 14)) return populated == 0 ? 0 : 11;
+  if (populated != populate) return 12;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] != 3 * i + 1) return 13;
+  if (rss_kib_of(reinterpret_cast<const void*>(heap.begin)) < (populate >> 10)) return 14;
+  // Beyond the range, only the range is populated; an empty range populates nothing.
+  if (mmbal::populate_huge_page_heap(heap, heap.end - heap.begin + 1) != heap.end - heap.begin) return 15;
+  if (mmbal::populate_huge_page_heap(mmbal::huge_page_heap{}, populate) != 0) return 16;
   return 0;
 }
 

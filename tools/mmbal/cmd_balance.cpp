@@ -3,11 +3,11 @@
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/spec/algorithm.hpp>
 #include <mmbal/spec/cost.hpp>
-#include <mmbal/workload/jsonl.hpp>
 
 #include "common.hpp"
 #include "constraint_flags.hpp"
 #include "tool.hpp"
+#include "workload_input.hpp"
 
 #include <cmath>
 #include <memory>
@@ -33,7 +33,7 @@ struct balance_options {
 int run_balance(const balance_options& o) {
   using namespace mmbal;
   if (o.ranks == 0) detail::throw_invalid("--ranks: must be > 0");
-  const workload w = read_jsonl_file(o.input, o.ranks);
+  const workload w = tool::read_workload(o.input, o.ranks);
   const phase_items items = phase_items_of(w, o.phase);
   const spec::any_cost cost_fn = spec::parse_cost(o.cost);
   const spec::algorithm_spec algorithm = spec::parse_algorithm(o.algorithm);

@@ -1,9 +1,9 @@
 // `mmbal isf`: OmniBal's balanced dynamic mini-batches (ISF, docs/DESIGN.md §5.2) for a JSONL
 // workload, with pad and dist ratios of the groups dealt to --ranks devices per step.
 #include "tool.hpp"
+#include "workload_input.hpp"
 
 #include <mmbal/sampling/isf.hpp>
-#include <mmbal/workload/jsonl.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -84,7 +84,7 @@ int run_isf(const isf_state& s) {
 
   // The file's ranks are where samples sit now, unrelated to the --ranks devices the groups
   // are dealt to, so any rank value is accepted (ranks = 0).
-  const mmbal::workload w = mmbal::read_jsonl_file(s.input, 0);
+  const mmbal::workload w = mmbal::tool::read_workload(s.input, 0);
   const sizes x = sample_sizes(w, s.vision == "images");
 
   isf_options o;

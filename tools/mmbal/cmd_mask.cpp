@@ -2,11 +2,11 @@
 // its consecutive documents) and its context-parallel token distribution (docs/DESIGN.md §5.3,
 // §5.4, §6; Cornstarch §4.3).
 #include "tool.hpp"
+#include "workload_input.hpp"
 
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/spec/context.hpp>
-#include <mmbal/workload/jsonl.hpp>
 
 #include <cstdint>
 #include <iomanip>
@@ -39,7 +39,7 @@ int run_mask(const mask_state& s) {
   if (s.block == 0) mmbal::detail::throw_invalid("--block 0: blocks need at least one token (B = 0)");
   const mmbal::bit_assignment bits = parse_bits(s.bits);
   const mmbal::spec::any_distributor policy = mmbal::spec::parse_distributor(s.distribute, s.seed);
-  const mmbal::workload w = mmbal::read_jsonl_file(s.input, 0);
+  const mmbal::workload w = mmbal::tool::read_workload(s.input, 0);
 
   mmbal::bitfield_mask mask;
   std::vector<mmbal::workload_run> runs;

@@ -9,9 +9,9 @@
 // `composed_bytes` what the single composed all-to-all moves (forward pass; backward equal).
 #include "orchestrate_cli.hpp"
 #include "tool.hpp"
+#include "workload_input.hpp"
 
 #include <mmbal/orchestrate/orchestrator.hpp>
-#include <mmbal/workload/jsonl.hpp>
 
 #include <cstdint>
 #include <iomanip>
@@ -57,7 +57,7 @@ void print_table(const mmbal::orchestrate::orchestration& o, double elapsed) {
 int run_orchestrate(const orchestrate_state& s) {
   if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
   const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
-  const mmbal::workload w = mmbal::read_jsonl_file(s.input, s.ranks);
+  const mmbal::workload w = mmbal::tool::read_workload(s.input, s.ranks);
   mmbal::orchestrate::orchestrator orch(opt);
   s.flags.apply(orch, [](const std::string& phase) { return mmbal::orchestrate::default_policy(phase); });
   mmbal::orchestrate::orchestration o;

@@ -18,9 +18,9 @@
 #include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/spec/cost.hpp>
 #include <mmbal/spec/pipeline.hpp>
-#include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"
+#include "workload_input.hpp"
 
 #include <fstream>
 #include <iomanip>
@@ -259,7 +259,7 @@ int run_pipeline(const pipeline_options& o) {
     if (o.ranks == 0) mmbal::detail::throw_invalid("--ranks: must be > 0");
     if (o.micro_batches == 0) mmbal::detail::throw_invalid("--micro-batches: must be > 0");
     const pipeline_model model = read_model(o.model);
-    const mmbal::workload w = mmbal::read_jsonl_file(o.input, o.ranks);
+    const mmbal::workload w = mmbal::tool::read_workload(o.input, o.ranks);
     const auto split = std::visit([&](const auto& c) { return rank_micro_batches(w, o.ranks, o.micro_batches, c); },
                                   mmbal::spec::parse_cost(o.cost));
     for (const auto& mbs : split) {

@@ -99,4 +99,29 @@ struct huge_page_heap {
   return out;
 }
 
+/// Backs the first `bytes` of `heap`'s range with memory before it is used
+/// (`MADV_POPULATE_WRITE`, Linux ≥ 5.14), so that what is allocated there next (an input being
+/// parsed, then a plan) finds its pages already faulted in and backed by the host. Meant for a
+/// second thread while the first reads the input: the kernel maps zeroed pages only where
+/// nothing is mapped yet and writes nothing to pages already in use, so it is safe while other
+/// threads allocate from and write to the same memory.
+/// - Why: memory new to a process can cost more than its faults (on the benchmarks' VM the host
+///   backs guest memory lazily: 128 MiB first touched 12–258 ms, bench/RESULTS.md "Session 16 —
+///   a huge-page heap for one-shot planning"); done while the input is read, that cost leaves the
+///   plan's critical path ("Session 21 — backing the heap while the input is read").
+/// - Returns the bytes populated: `bytes` clipped to the range, 0 when the range is empty, the
+///   kernel lacks the advice, or it fails (nothing else changes then).
+/// - Complexity: one `madvise`; time proportional to the bytes not yet backed.
+inline std::size_t populate_huge_page_heap(const huge_page_heap& heap, std::size_t bytes) noexcept {
+#if defined(MMBAL_DETAIL_HUGE_PAGE_HEAP) && defined(MADV_POPULATE_WRITE)
+  const std::size_t length = std::min<std::size_t>(bytes, heap.end - heap.begin);
+  if (!heap.advised() || length == 0) return 0;
+  return madvise(reinterpret_cast<void*>(heap.begin), length, MADV_POPULATE_WRITE) == 0 ? length : 0;
+#else
+  (void)heap;
+  (void)bytes;
+  return 0;
+#endif
+}
+
 }  // namespace mmbal
