@@ -35,15 +35,43 @@ struct jsonl_where {
   std::uint64_t line = 0;
 };
 
+/// The field an error message names: a plain name ("id", "ranks[3]"), or `segments[k]` /
+/// `segments[k][e]`, formatted only when an error is thrown, so that valid input formats
+/// nothing per segment (a formatted name per segment was a third of the time spent reading a
+/// large workload: bench/RESULTS.md "Session 21 — backing the heap while the input is read").
+struct jsonl_field {
+  std::string_view name;
+  std::size_t segment = 0;
+  int element = -1;  // with `of_segment`: -1 names `segments[k]`, else `segments[k][element]`
+  bool is_segment = false;
+
+  // Implicit: every plain name a caller passes (a literal, a view, a string) is a field.
+  jsonl_field(const char* n) : name(n) {}
+  jsonl_field(std::string_view n) : name(n) {}
+  jsonl_field(const std::string& n) : name(n) {}
+  static jsonl_field of_segment(std::size_t k, int e = -1) {
+    jsonl_field f("segments");
+    f.segment = k;
+    f.element = e;
+    f.is_segment = true;
+    return f;
+  }
+  [[nodiscard]] bool empty() const { return name.empty() && !is_segment; }
+  [[nodiscard]] std::string str() const {
+    if (!is_segment) return std::string(name);
+    return element < 0 ? concat("segments[", segment, "]") : concat("segments[", segment, "][", element, "]");
+  }
+};
+
 template <class... Args>
-[[noreturn]] void throw_jsonl(const jsonl_where& at, std::string_view field, Args&&... args) {
+[[noreturn]] void throw_jsonl(const jsonl_where& at, const jsonl_field& field, Args&&... args) {
   if (field.empty()) throw_invalid(at.source, ", line ", at.line, ": ", std::forward<Args>(args)...);
-  throw_invalid(at.source, ", line ", at.line, ", field '", field, "': ", std::forward<Args>(args)...);
+  throw_invalid(at.source, ", line ", at.line, ", field '", field.str(), "': ", std::forward<Args>(args)...);
 }
 
 /// A non-negative integer no larger than `max`; `what` names the quantity in messages
 /// ("length", "id", ...). Floats (even 5.0), strings, booleans and null are rejected.
-inline std::uint64_t jsonl_unsigned(const nlohmann::json& v, const jsonl_where& at, std::string_view field,
+inline std::uint64_t jsonl_unsigned(const nlohmann::json& v, const jsonl_where& at, const jsonl_field& field,
                                     std::string_view what, std::uint64_t max) {
   if (v.is_number_unsigned()) {
     const auto x = v.get<std::uint64_t>();
@@ -59,8 +87,6 @@ inline std::uint64_t jsonl_unsigned(const nlohmann::json& v, const jsonl_where& 
   }
   throw_jsonl(at, field, what, " must be a non-negative integer, got ", v.type_name(), " ", v.dump());
 }
-
-inline std::string segment_field(std::size_t k, int e) { return concat("segments[", k, "][", e, "]"); }
 
 inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << nlohmann::json(std::string(s)).dump(); }
 
@@ -141,7 +167,7 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
     std::uint64_t total = 0;
     for (std::size_t k = 0; k < segs->size(); ++k) {
       const nlohmann::json& e = (*segs)[k];
-      const std::string field = detail::concat("segments[", k, "]");
+      const auto field = detail::jsonl_field::of_segment(k);
       if (!e.is_array())
         detail::throw_jsonl(at, field, "must be [modality, llm_tokens] or [modality, llm_tokens, encoder_len], got ",
                             e.dump());
@@ -149,24 +175,26 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
         detail::throw_jsonl(at, field, "has ", e.size(),
                             " elements; expected 2 or 3 ([modality, llm_tokens(, encoder_len)])");
       if (!e[0].is_string() || e[0].get_ref<const std::string&>().empty())
-        detail::throw_jsonl(at, detail::segment_field(k, 0), "modality must be a non-empty string, got ", e[0].dump());
+        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 0), "modality must be a non-empty string, got ",
+                            e[0].dump());
       const auto& name = e[0].get_ref<const std::string&>();
       segment seg;
-      seg.llm_tokens = static_cast<length_t>(detail::jsonl_unsigned(e[1], at, detail::segment_field(k, 1), "length",
-                                                                    std::numeric_limits<length_t>::max()));
+      seg.llm_tokens = static_cast<length_t>(detail::jsonl_unsigned(e[1], at, detail::jsonl_field::of_segment(k, 1),
+                                                                    "length", std::numeric_limits<length_t>::max()));
       seg.encoder_len =
           e.size() == 3
-              ? static_cast<length_t>(detail::jsonl_unsigned(e[2], at, detail::segment_field(k, 2), "encoder length",
-                                                             std::numeric_limits<length_t>::max()))
+              ? static_cast<length_t>(detail::jsonl_unsigned(e[2], at, detail::jsonl_field::of_segment(k, 2),
+                                                             "encoder length", std::numeric_limits<length_t>::max()))
               : seg.llm_tokens;
       try {
         seg.modality = w.intern_modality(name);
       } catch (const invalid_input& err) {
-        detail::throw_jsonl(at, detail::segment_field(k, 0), err.what());
+        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 0), err.what());
       }
       if (seg.modality == text_modality && seg.encoder_len != seg.llm_tokens)
-        detail::throw_jsonl(at, detail::segment_field(k, 2), "a text segment has no encoder, but encoder length ",
-                            seg.encoder_len, " differs from its length ", seg.llm_tokens);
+        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 2),
+                            "a text segment has no encoder, but encoder length ", seg.encoder_len,
+                            " differs from its length ", seg.llm_tokens);
       total += seg.llm_tokens;
       if (total > std::numeric_limits<length_t>::max())
         detail::throw_jsonl(at, field, "the sample's LLM length reaches ", total, " > 2^32 - 1");
