@@ -60,14 +60,14 @@ std::vector<step_line> read_steps(const std::string& path) {
     bool any = false;
     for (std::size_t r = 0; r < ranks->size(); ++r) {
       const nlohmann::json& lengths = (*ranks)[r];
-      const std::string field = mmbal::detail::concat("ranks[", r, "]");
+      const auto field = mmbal::detail::jsonl_field::element("ranks", r);
       if (!lengths.is_array())
         throw_jsonl(at, field, "must be an array of lengths, got ", lengths.type_name(), " ", lengths.dump());
       auto& dst = s.step.ranks.emplace_back();
       dst.reserve(lengths.size());
       for (std::size_t i = 0; i < lengths.size(); ++i)
         dst.push_back(static_cast<mmbal::length_t>(
-            mmbal::detail::jsonl_unsigned(lengths[i], at, mmbal::detail::concat(field, "[", i, "]"), "length",
+            mmbal::detail::jsonl_unsigned(lengths[i], at, mmbal::detail::jsonl_field::element("ranks", r, i), "length",
                                           std::numeric_limits<mmbal::length_t>::max())));
       any = any || !dst.empty();
     }

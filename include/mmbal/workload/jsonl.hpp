@@ -35,31 +35,32 @@ struct jsonl_where {
   std::uint64_t line = 0;
 };
 
-/// The field an error message names: a plain name ("id", "ranks[3]"), or `segments[k]` /
-/// `segments[k][e]`, formatted only when an error is thrown, so that valid input formats
-/// nothing per segment (a formatted name per segment was a third of the time spent reading a
-/// large workload: bench/RESULTS.md "Session 21 — backing the heap while the input is read").
+/// The field an error message names: a plain name ("id", "rank"), or an element of an array
+/// field (`segments[k]`, `segments[k][e]`), formatted only when an error is thrown, so that
+/// valid input formats nothing per element (a formatted name per segment was two thirds of the time
+/// spent reading a large workload: bench/RESULTS.md "Session 21 — backing the heap while the
+/// input is read").
 struct jsonl_field {
+  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
   std::string_view name;
-  std::size_t segment = 0;
-  int element = -1;  // with `of_segment`: -1 names `segments[k]`, else `segments[k][element]`
-  bool is_segment = false;
+  std::size_t index = none;  // `name[index]` when set
+  std::size_t sub = none;    // `name[index][sub]` when also set
 
   // Implicit: every plain name a caller passes (a literal, a view, a string) is a field.
   jsonl_field(const char* n) : name(n) {}
   jsonl_field(std::string_view n) : name(n) {}
   jsonl_field(const std::string& n) : name(n) {}
-  static jsonl_field of_segment(std::size_t k, int e = -1) {
-    jsonl_field f("segments");
-    f.segment = k;
-    f.element = e;
-    f.is_segment = true;
+  /// `array[k]`, or `array[k][e]`.
+  static jsonl_field element(std::string_view array, std::size_t k, std::size_t e = none) {
+    jsonl_field f(array);
+    f.index = k;
+    f.sub = e;
     return f;
   }
-  [[nodiscard]] bool empty() const { return name.empty() && !is_segment; }
+  [[nodiscard]] bool empty() const { return name.empty() && index == none; }
   [[nodiscard]] std::string str() const {
-    if (!is_segment) return std::string(name);
-    return element < 0 ? concat("segments[", segment, "]") : concat("segments[", segment, "][", element, "]");
+    if (index == none) return std::string(name);
+    return sub == none ? concat(name, "[", index, "]") : concat(name, "[", index, "][", sub, "]");
   }
 };
 
@@ -167,7 +168,7 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
     std::uint64_t total = 0;
     for (std::size_t k = 0; k < segs->size(); ++k) {
       const nlohmann::json& e = (*segs)[k];
-      const auto field = detail::jsonl_field::of_segment(k);
+      const auto field = detail::jsonl_field::element("segments", k);
       if (!e.is_array())
         detail::throw_jsonl(at, field, "must be [modality, llm_tokens] or [modality, llm_tokens, encoder_len], got ",
                             e.dump());
@@ -175,24 +176,24 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
         detail::throw_jsonl(at, field, "has ", e.size(),
                             " elements; expected 2 or 3 ([modality, llm_tokens(, encoder_len)])");
       if (!e[0].is_string() || e[0].get_ref<const std::string&>().empty())
-        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 0), "modality must be a non-empty string, got ",
-                            e[0].dump());
+        detail::throw_jsonl(at, detail::jsonl_field::element("segments", k, 0),
+                            "modality must be a non-empty string, got ", e[0].dump());
       const auto& name = e[0].get_ref<const std::string&>();
       segment seg;
-      seg.llm_tokens = static_cast<length_t>(detail::jsonl_unsigned(e[1], at, detail::jsonl_field::of_segment(k, 1),
-                                                                    "length", std::numeric_limits<length_t>::max()));
+      seg.llm_tokens = static_cast<length_t>(detail::jsonl_unsigned(
+          e[1], at, detail::jsonl_field::element("segments", k, 1), "length", std::numeric_limits<length_t>::max()));
       seg.encoder_len =
           e.size() == 3
-              ? static_cast<length_t>(detail::jsonl_unsigned(e[2], at, detail::jsonl_field::of_segment(k, 2),
+              ? static_cast<length_t>(detail::jsonl_unsigned(e[2], at, detail::jsonl_field::element("segments", k, 2),
                                                              "encoder length", std::numeric_limits<length_t>::max()))
               : seg.llm_tokens;
       try {
         seg.modality = w.intern_modality(name);
       } catch (const invalid_input& err) {
-        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 0), err.what());
+        detail::throw_jsonl(at, detail::jsonl_field::element("segments", k, 0), err.what());
       }
       if (seg.modality == text_modality && seg.encoder_len != seg.llm_tokens)
-        detail::throw_jsonl(at, detail::jsonl_field::of_segment(k, 2),
+        detail::throw_jsonl(at, detail::jsonl_field::element("segments", k, 2),
                             "a text segment has no encoder, but encoder length ", seg.encoder_len,
                             " differs from its length ", seg.llm_tokens);
       total += seg.llm_tokens;
