@@ -173,7 +173,7 @@ TEST_CASE("refine: on random starts the top bin ends locally optimal (no improvi
   // loaded bin and no swap with any other bin leaves both bins strictly below the maximum
   // (unless the maximum is already the integral bound, where the search stops).
   std::size_t at_bound = 0;
-  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
     auto g = make_rng(seed, 13);
     const std::size_t n = 2 + uniform_below(g, 40);
     const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, 6));
@@ -203,7 +203,9 @@ TEST_CASE("refine: on random starts the top bin ends locally optimal (no improvi
       }
     }
   }
-  CHECK(200 - at_bound >= 80);  // the stopping rule itself is checked on 89 of the 200 (seeded)
+  // The stopping rule itself is checked on 113 of the 300 (seeded); the others end at the bound
+  // (each new escape of refine reaches it on a few more: 79 of the first 200 since session 21).
+  CHECK(300 - at_bound >= 100);
 }
 
 TEST_CASE("refine: constraints stay satisfied on random instances") {

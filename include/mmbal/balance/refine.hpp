@@ -93,11 +93,14 @@ struct refine_options {
   std::uint32_t resplit_max_units = 64;
   /// Pool re-differencing (additive costs, no groups, free or equal counts), the escape after
   /// the pair re-split: the top bin's items are pooled with those of its 3, then 7, 15, ...
-  /// lightest partners (while the pool holds at most `redifference_max_units` items) and split
-  /// anew among those bins by `kk` (its equal-count form keeps every count within ⌊n/d⌋..⌈n/d⌉).
-  /// The first pool whose new loads all end strictly below the top bin's is applied (parts go to
-  /// the bins that keep the most items). One budget for the whole run of `redifference_work` ×
-  /// items pooled. Default 16; 0 disables it. Not inside `migrate`'s polish.
+  /// lightest partners (bins tied with it last; while the pool holds at most
+  /// `redifference_max_units` items) and split anew among those bins by `kk` (its equal-count
+  /// form keeps every count within ⌊n/d⌋..⌈n/d⌉). The first pool whose new loads all end strictly
+  /// below the top bin's is applied (parts go to the bins that keep the most items). One budget
+  /// for the whole run of `redifference_work` × items pooled. Default 16; 0 disables it. Not
+  /// inside `migrate`'s polish. Taking in the tied bins: 92 → 82 of the 1,080 counted (instance,
+  /// X) pairs above the best shipped algorithm (bench/RESULTS.md "Session 21 — tied bins in the
+  /// pool re-differencing").
   std::uint32_t redifference_work = 16;
   /// The largest pool of the re-differencing, in items. Default 128: with more items per bin
   /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
@@ -685,7 +688,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     for (std::size_t g = 0; g < ways; ++g) by_load.update(group[g]);
     return true;
   };
-  // Pool re-differencing: the top bin and its m − 1 lightest partners (m = 4, 8, 16, ...) split
+  // Pool re-differencing: the top bin and the m − 1 lightest other bins (m = 4, 8, 16, ...) split
   // anew by `kk` as a balancer of those bins alone; taken under the same rule as the re-split.
   // Units must be items (no groups) and the counts free or equal (`kk` takes no fixed cap).
   std::uint64_t redifference_left =
@@ -698,12 +701,14 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   auto redifference = [&](rank_t h, double lh) {
     pool_bins.assign(1, h);
     by_load.restart();
-    bool lighter_left = true;
+    // Bins in increasing load: the lighter ones first, those tied with the top last (a pool that
+    // takes them in can lower the maximum where several bins share it; each must end below it).
+    bool bins_left = true;
     for (std::size_t m = 4;; m *= 2) {
-      while (lighter_left && pool_bins.size() < m) {
+      while (bins_left && pool_bins.size() < m) {
         const rank_t t = by_load.next();
-        lighter_left = t != no_bin && (t == h || load[t] + quantum < lh);
-        if (lighter_left && t != h) pool_bins.push_back(t);
+        bins_left = t != no_bin;
+        if (bins_left && t != h) pool_bins.push_back(t);
       }
       if (pool_bins.size() < 3) return false;  // two bins: the pair re-split's case
       pool.clear();
@@ -729,7 +734,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         for (const rank_t b : pool_bins) by_load.update(b);
         return true;
       }
-      if (!lighter_left) return false;  // no lighter partner left to add
+      if (!bins_left) return false;  // no partner left to add
     }
   };
   auto resplit = [&](rank_t h, double lh) {
@@ -1254,20 +1259,20 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
 ///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
 ///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
-///   lightest partners split anew by `kk` among themselves, pools of ≤ `redifference_max_units`
-///   items, under the same acceptance rule. Padded costs (no groups, free or fixed counts) escape
-///   by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other
-///   bins (those tied with it last) split anew by `padded_binary_search` (the pool's items sorted
-///   and cut into contiguous runs), same rule, pools of ≤ `padded_pool_max_units` items — `lpt`
-///   under a padded cost mixes long and short items in every bin, which moves and swaps cannot
-///   regroup. All run only when the plain search is stuck.
-///   Not a guarantee of matching other algorithms: on seeded random and generated instances with 2–32 items per bin,
-///   0–29 % of `X+refine` results per class, 8.5 % overall (10.3 % before the re-differencing, 16.7 % before the
-///   re-split) end above the best shipped algorithm's maximum by more than 1e-5 (up to 2.6 % with ≤ 3 items per bin; ≤
-///   0.08 % otherwise; none on the generated instances with free counts for X = lpt, kk, nor with equal counts for X =
-///   kk) — counted in tests/balance/refine_escape_test.cpp, bench/RESULTS.md "Session 11 — refine pair re-split",
-///   "Session 16 — refine pool re-differencing". Under the padded cost (free counts, the same instances) none of the
-///   1,200 pairs (bench/RESULTS.md "Session 19").
+///   lightest other bins (those tied with it last) split anew by `kk` among themselves, pools of ≤
+///   `redifference_max_units` items, under the same acceptance rule. Padded costs (no groups, free or fixed counts)
+///   escape by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other bins (those tied
+///   with it last) split anew by `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same
+///   rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long and short items in every
+///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. Not a guarantee of
+///   matching other algorithms: on seeded random and generated instances with 2–32 items per bin, 0–29 % of `X+refine`
+///   results per class, 7.6 % overall (8.5 % before the tied bins joined the re-differencing's pools, 10.3 % before the
+///   re-differencing, 16.7 % before the re-split) end above the best shipped algorithm's maximum by more than 1e-5 (up
+///   to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise; none on the generated instances with free counts for X =
+///   lpt, kk, nor with equal counts for X = lpt, kk) — counted in tests/balance/refine_escape_test.cpp,
+///   bench/RESULTS.md "Session 11 — refine pair re-split", "Session 16 — refine pool re-differencing", "Session 21 —
+///   tied bins in the pool re-differencing". Under the padded cost (free counts, the same instances) none of the 1,200
+///   pairs (bench/RESULTS.md "Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
