@@ -1,6 +1,7 @@
 // Fuzz target: the JSONL workload reader (workload/jsonl.hpp) and what the tool derives from a
 // workload it accepted. Input byte 0 = rank count (0 = unknown), the rest = the file.
-// Invariants: ranks < the rank count; write_jsonl reads back to the same workload; every phase's
+// Invariants: the reader's fast path reads a line as nlohmann-json does, or leaves it to it;
+// ranks < the rank count; write_jsonl reads back to the same workload; every phase's
 // items, bytes and group ids are derivable or rejected with invalid_input.
 #include "fuzz_support.hpp"
 
@@ -14,7 +15,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace mmbal;
   fuzz::input in(data, size);
   const rank_t ranks = in.byte() % 17;
-  std::istringstream file{std::string(in.rest())};
+  const std::string text(in.rest());
+  // Differential: a line the fast path reads, nlohmann-json reads alike.
+  std::istringstream lines{text};
+  detail::jsonl_fields fast, slow;
+  nlohmann::json doc;
+  for (std::string line; std::getline(lines, line);) {
+    if (!detail::jsonl_fields_fast(line, fast)) continue;
+    fuzz::require(fuzz::accepts([&] {
+                    detail::jsonl_fields_of(line, {"fuzz.jsonl", 1}, doc, slow);
+                  }),
+                  "nlohmann-json reads a line the fast path reads");
+    fuzz::require(fast == slow, "the fast path reads what nlohmann-json reads");
+  }
+  std::istringstream file{text};
   workload w;
   if (!fuzz::accepts([&] { w = read_jsonl(file, "fuzz.jsonl", ranks); })) return 0;
 

@@ -20,6 +20,7 @@
 #include <istream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -91,6 +92,169 @@ inline std::uint64_t jsonl_unsigned(const nlohmann::json& v, const jsonl_where& 
 
 inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << nlohmann::json(std::string(s)).dump(); }
 
+/// One sample line's fields as read, before they are checked against the rest of the workload
+/// (unique ids, the rank count, modality names, the sample's total length). `modality` views
+/// the line's text or its parsed document.
+struct jsonl_fields {
+  struct segment_fields {
+    std::string_view modality;
+    length_t llm_tokens = 0;
+    std::optional<length_t> encoder_len;
+    friend bool operator==(const segment_fields&, const segment_fields&) = default;
+  };
+  std::optional<std::uint64_t> id, group;
+  std::optional<rank_t> rank;
+  std::vector<segment_fields> segments;
+
+  void clear() {
+    id.reset();
+    group.reset();
+    rank.reset();
+    segments.clear();
+  }
+  friend bool operator==(const jsonl_fields&, const jsonl_fields&) = default;
+};
+
+/// The fast path of `read_jsonl`: reads a line in the shape `write_jsonl` writes and most
+/// producers use without building a JSON document — one object whose keys are `id`, `rank`,
+/// `group` (integers) and `segments` (arrays `[name, n]` or `[name, n, m]`), each at most once,
+/// in any order, with JSON whitespace; integers without sign, fraction or exponent and within
+/// the field's range; names non-empty printable ASCII without escapes. Returns false for
+/// anything else — other keys, escapes, other number forms, out-of-range values, empty names
+/// or segment lists, malformed text — and `read_jsonl` then reads the line with nlohmann-json,
+/// which also words every error. When it returns true, `out` holds what that reader extracts
+/// (`jsonl_fields_of`; compared on mutated lines by tests/workload/jsonl_test.cpp and by
+/// fuzz/fuzz_jsonl). O(line length).
+inline bool jsonl_fields_fast(std::string_view line, jsonl_fields& out) {
+  out.clear();
+  std::size_t at = 0;
+  const std::size_t end = line.size();
+  auto skip_space = [&] {
+    while (at < end && (line[at] == ' ' || line[at] == '\t' || line[at] == '\n' || line[at] == '\r')) ++at;
+  };
+  auto take = [&](char c) {
+    skip_space();
+    if (at >= end || line[at] != c) return false;
+    ++at;
+    return true;
+  };
+  // A string of printable ASCII without escapes (nlohmann-json also validates UTF-8 and
+  // decodes escapes: those lines take the slow path).
+  auto string = [&](std::string_view& value) {
+    if (!take('"')) return false;
+    const std::size_t begin = at;
+    while (at < end && line[at] != '"') {
+      const auto c = static_cast<unsigned char>(line[at]);
+      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+      ++at;
+    }
+    if (at >= end) return false;
+    value = line.substr(begin, at - begin);
+    ++at;
+    return true;
+  };
+  // A JSON integer without sign, fraction or exponent, at most `max`.
+  auto integer = [&](std::uint64_t max, std::uint64_t& value) {
+    skip_space();
+    const std::size_t begin = at;
+    value = 0;
+    while (at < end && line[at] >= '0' && line[at] <= '9') {
+      const auto digit = static_cast<std::uint64_t>(line[at] - '0');
+      if (value > (max - digit) / 10) return false;
+      value = value * 10 + digit;
+      ++at;
+    }
+    if (at == begin || (line[begin] == '0' && at - begin > 1)) return false;  // none, or a leading zero
+    return at >= end || (line[at] != '.' && line[at] != 'e' && line[at] != 'E');
+  };
+  auto segments = [&] {
+    if (!take('[')) return false;
+    do {
+      jsonl_fields::segment_fields seg;
+      std::uint64_t value = 0;
+      if (!take('[') || !string(seg.modality) || seg.modality.empty() || !take(',') ||
+          !integer(std::numeric_limits<length_t>::max(), value))
+        return false;
+      seg.llm_tokens = static_cast<length_t>(value);
+      if (take(',')) {
+        if (!integer(std::numeric_limits<length_t>::max(), value)) return false;
+        seg.encoder_len = static_cast<length_t>(value);
+      }
+      if (!take(']')) return false;
+      out.segments.push_back(seg);
+    } while (take(','));
+    return take(']');
+  };
+  bool have_segments = false;
+  if (!take('{')) return false;
+  do {
+    std::string_view key;
+    std::uint64_t value = 0;
+    if (!string(key) || !take(':')) return false;
+    if (key == "segments") {
+      if (have_segments || !segments()) return false;
+      have_segments = true;
+    } else if (key == "id" || key == "group") {
+      std::optional<std::uint64_t>& field = key == "id" ? out.id : out.group;
+      if (field || !integer(std::numeric_limits<std::uint64_t>::max(), value)) return false;
+      field = value;
+    } else if (key == "rank") {
+      if (out.rank || !integer(std::numeric_limits<rank_t>::max(), value)) return false;
+      out.rank = static_cast<rank_t>(value);
+    } else {
+      return false;
+    }
+  } while (take(','));
+  if (!take('}')) return false;
+  skip_space();
+  return at == end && have_segments;
+}
+
+/// The fields of one line parsed by nlohmann-json into `doc` (kept by the caller: `modality`
+/// views its strings). Unknown keys are ignored. Throws `invalid_input` naming the line and the
+/// field for malformed JSON and for every field of the wrong type or range.
+inline void jsonl_fields_of(const std::string& line, const jsonl_where& at, nlohmann::json& doc, jsonl_fields& out) {
+  out.clear();
+  try {
+    doc = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_jsonl(at, "", "malformed JSON (", e.what(), ")");
+  } catch (const nlohmann::json::exception& e) {
+    // Well-formed but unrepresentable, e.g. a number beyond a double (1e400): the parser
+    // throws out_of_range, not parse_error (found by fuzz/fuzz_jsonl).
+    throw_jsonl(at, "", "number out of range (", e.what(), ")");
+  }
+  if (!doc.is_object()) throw_jsonl(at, "", "expected a JSON object, got ", doc.type_name());
+  if (const auto it = doc.find("id"); it != doc.end())
+    out.id = jsonl_unsigned(*it, at, "id", "id", std::numeric_limits<std::uint64_t>::max());
+  if (const auto it = doc.find("rank"); it != doc.end())
+    out.rank = static_cast<rank_t>(jsonl_unsigned(*it, at, "rank", "rank", std::numeric_limits<rank_t>::max()));
+  if (const auto it = doc.find("group"); it != doc.end())
+    out.group = jsonl_unsigned(*it, at, "group", "group", std::numeric_limits<std::uint64_t>::max());
+  const auto segs = doc.find("segments");
+  if (segs == doc.end()) throw_jsonl(at, "segments", "missing");
+  if (!segs->is_array()) throw_jsonl(at, "segments", "must be an array, got ", segs->type_name(), " ", segs->dump());
+  if (segs->empty()) throw_jsonl(at, "segments", "empty (a sample needs at least one segment)");
+  for (std::size_t k = 0; k < segs->size(); ++k) {
+    const nlohmann::json& e = (*segs)[k];
+    const auto field = jsonl_field::element("segments", k);
+    if (!e.is_array())
+      throw_jsonl(at, field, "must be [modality, llm_tokens] or [modality, llm_tokens, encoder_len], got ", e.dump());
+    if (e.size() != 2 && e.size() != 3)
+      throw_jsonl(at, field, "has ", e.size(), " elements; expected 2 or 3 ([modality, llm_tokens(, encoder_len)])");
+    if (!e[0].is_string() || e[0].get_ref<const std::string&>().empty())
+      throw_jsonl(at, jsonl_field::element("segments", k, 0), "modality must be a non-empty string, got ", e[0].dump());
+    jsonl_fields::segment_fields seg;
+    seg.modality = e[0].get_ref<const std::string&>();
+    seg.llm_tokens = static_cast<length_t>(jsonl_unsigned(e[1], at, jsonl_field::element("segments", k, 1), "length",
+                                                          std::numeric_limits<length_t>::max()));
+    if (e.size() == 3)
+      seg.encoder_len = static_cast<length_t>(jsonl_unsigned(e[2], at, jsonl_field::element("segments", k, 2),
+                                                             "encoder length", std::numeric_limits<length_t>::max()));
+    out.segments.push_back(seg);
+  }
+}
+
 }  // namespace detail
 
 /// Reads a JSONL workload from `in`; `source_name` names the input in error messages.
@@ -121,74 +285,38 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
   std::map<std::uint64_t, std::uint64_t> line_of_id;  // ordered: no unordered iteration anywhere
   detail::jsonl_where at{source_name, 0};
   std::string text;
+  nlohmann::json doc;           // the slow path's parsed line
+  detail::jsonl_fields fields;  // reused: no allocation per line
   std::uint64_t index = 0;
   while (std::getline(in, text)) {
     ++at.line;
     if (!text.empty() && text.back() == '\r') text.pop_back();
     if (text.find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      detail::throw_jsonl(at, "", "malformed JSON (", e.what(), ")");
-    } catch (const nlohmann::json::exception& e) {
-      // Well-formed but unrepresentable, e.g. a number beyond a double (1e400): the parser
-      // throws out_of_range, not parse_error (found by fuzz/fuzz_jsonl).
-      detail::throw_jsonl(at, "", "number out of range (", e.what(), ")");
-    }
-    if (!j.is_object()) detail::throw_jsonl(at, "", "expected a JSON object, got ", j.type_name());
+    // Most lines take the fast path; anything else (and every error) goes through nlohmann-json.
+    if (!detail::jsonl_fields_fast(text, fields)) detail::jsonl_fields_of(text, at, doc, fields);
 
     sample s;
     if (index > std::numeric_limits<std::uint32_t>::max()) detail::throw_jsonl(at, "", "more than 2^32 - 1 samples");
-
-    if (const auto it = j.find("id"); it != j.end())
-      s.id = detail::jsonl_unsigned(*it, at, "id", "id", std::numeric_limits<std::uint64_t>::max());
-    else
-      s.id = index;
+    s.id = fields.id.value_or(index);
     if (const auto [pos, fresh] = line_of_id.emplace(s.id, at.line); !fresh)
       detail::throw_jsonl(at, "id", "duplicate id ", s.id, " (first used on line ", pos->second, ")");
-
-    if (const auto it = j.find("rank"); it != j.end()) {
-      const std::uint64_t r = detail::jsonl_unsigned(*it, at, "rank", "rank", std::numeric_limits<rank_t>::max());
-      if (ranks != 0 && r >= ranks) detail::throw_jsonl(at, "rank", "rank ", r, " >= rank count ", ranks);
-      s.rank = static_cast<rank_t>(r);
+    if (fields.rank) {
+      if (ranks != 0 && *fields.rank >= ranks)
+        detail::throw_jsonl(at, "rank", "rank ", *fields.rank, " >= rank count ", ranks);
+      s.rank = *fields.rank;
     } else {
       s.rank = ranks == 0 ? 0 : static_cast<rank_t>(index % ranks);
     }
-
-    if (const auto it = j.find("group"); it != j.end())
-      s.group = detail::jsonl_unsigned(*it, at, "group", "group", std::numeric_limits<std::uint64_t>::max());
-
-    const auto segs = j.find("segments");
-    if (segs == j.end()) detail::throw_jsonl(at, "segments", "missing");
-    if (!segs->is_array())
-      detail::throw_jsonl(at, "segments", "must be an array, got ", segs->type_name(), " ", segs->dump());
-    if (segs->empty()) detail::throw_jsonl(at, "segments", "empty (a sample needs at least one segment)");
-    s.segments.reserve(segs->size());
+    s.group = fields.group;
+    s.segments.reserve(fields.segments.size());
     std::uint64_t total = 0;
-    for (std::size_t k = 0; k < segs->size(); ++k) {
-      const nlohmann::json& e = (*segs)[k];
-      const auto field = detail::jsonl_field::element("segments", k);
-      if (!e.is_array())
-        detail::throw_jsonl(at, field, "must be [modality, llm_tokens] or [modality, llm_tokens, encoder_len], got ",
-                            e.dump());
-      if (e.size() != 2 && e.size() != 3)
-        detail::throw_jsonl(at, field, "has ", e.size(),
-                            " elements; expected 2 or 3 ([modality, llm_tokens(, encoder_len)])");
-      if (!e[0].is_string() || e[0].get_ref<const std::string&>().empty())
-        detail::throw_jsonl(at, detail::jsonl_field::element("segments", k, 0),
-                            "modality must be a non-empty string, got ", e[0].dump());
-      const auto& name = e[0].get_ref<const std::string&>();
+    for (std::size_t k = 0; k < fields.segments.size(); ++k) {
+      const detail::jsonl_fields::segment_fields& f = fields.segments[k];
       segment seg;
-      seg.llm_tokens = static_cast<length_t>(detail::jsonl_unsigned(
-          e[1], at, detail::jsonl_field::element("segments", k, 1), "length", std::numeric_limits<length_t>::max()));
-      seg.encoder_len =
-          e.size() == 3
-              ? static_cast<length_t>(detail::jsonl_unsigned(e[2], at, detail::jsonl_field::element("segments", k, 2),
-                                                             "encoder length", std::numeric_limits<length_t>::max()))
-              : seg.llm_tokens;
+      seg.llm_tokens = f.llm_tokens;
+      seg.encoder_len = f.encoder_len.value_or(f.llm_tokens);
       try {
-        seg.modality = w.intern_modality(name);
+        seg.modality = w.intern_modality(f.modality);
       } catch (const invalid_input& err) {
         detail::throw_jsonl(at, detail::jsonl_field::element("segments", k, 0), err.what());
       }
@@ -198,7 +326,8 @@ inline void jsonl_write_escaped(std::ostream& out, std::string_view s) { out << 
                             " differs from its length ", seg.llm_tokens);
       total += seg.llm_tokens;
       if (total > std::numeric_limits<length_t>::max())
-        detail::throw_jsonl(at, field, "the sample's LLM length reaches ", total, " > 2^32 - 1");
+        detail::throw_jsonl(at, detail::jsonl_field::element("segments", k), "the sample's LLM length reaches ", total,
+                            " > 2^32 - 1");
       s.segments.push_back(seg);
     }
     w.samples.push_back(std::move(s));
