@@ -277,6 +277,9 @@ inline void jsonl_fields_of(const std::string& line, const jsonl_where& at, nloh
 /// Blank (whitespace-only) lines are skipped; line numbers in messages are 1-based physical
 /// lines. A trailing `\r` is ignored. A file without any sample is an error.
 ///
+/// Lines in the writer's shape are read straight from the text (`detail::jsonl_fields_fast`),
+/// every other line with nlohmann-json (`detail::jsonl_fields_of`); both give the same result.
+///
 /// Complexity: O(bytes + samples · log samples) (the duplicate-id check).
 /// Throws `invalid_input` naming source, line and field (see the file comment).
 /// @see docs/DESIGN.md §6.
