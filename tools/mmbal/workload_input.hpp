@@ -18,17 +18,18 @@ inline huge_page_heap& reserved_heap() {
   return heap;
 }
 
-/// Bytes of heap a one-shot plan writes per byte of its JSONL input, rounded up: the parsed
-/// workload and the 2,560-rank orchestration of the omni and image-heavy mixes peak at 4.0 and
-/// 4.4 × the file's size (bench/RESULTS.md "Session 21 — backing the heap while the input is read").
+/// Bytes of heap a one-shot plan writes per byte of its JSONL input, rounded up: the tool
+/// reading and orchestrating the 2,560-rank omni and image-heavy steps peaks at 3.9 and 4.3 ×
+/// the file's size (bench/RESULTS.md "Session 21 — backing the heap while the input is read").
 inline constexpr std::size_t heap_bytes_per_input_byte = 5;
 
 /// Reads the workload JSONL file at `path` (`read_jsonl_file`). Meanwhile, when the tool
 /// reserved its heap, a second thread backs the next `heap_bytes_per_input_byte` × the file's
-/// size of it (`populate_huge_page_heap`): parsing takes seconds for a large step while backing
-/// its memory takes tens to hundreds of ms, so the plan that follows finds its pages faulted in
-/// instead of paying the first touches in its `elapsed_us`. Same result and errors as
-/// `read_jsonl_file`; both threads are done when it returns or throws.
+/// size of it (`populate_huge_page_heap`): parsing a large step takes a few hundred ms (0.2–0.3 s
+/// for the image-heavy 26 MB), about as long as backing its memory on a VM that backs it lazily,
+/// so the plan that follows finds its pages faulted in instead of paying the first touches in
+/// its `elapsed_us`. Same result and errors as `read_jsonl_file`; both threads are done when it
+/// returns or throws.
 inline workload read_workload(const std::string& path, rank_t ranks) {
   std::jthread backing;
   if (const huge_page_heap& heap = reserved_heap(); heap.advised()) {
