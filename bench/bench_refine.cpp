@@ -144,41 +144,53 @@ void BM_std_sort(benchmark::State& state) {
 
 // Every phase of the orchestrator's 2,560-rank workload (omni, 60 samples per rank, video in
 // the image phase: `bench::omni_step`) under its default policy (orchestrate/policy.hpp),
-// the phase's algorithm alone (args: phase, 0) and followed by refine (phase, 1): image tokens +
+// the phase's algorithm alone (args: phase, 0) and followed by refine (phase, 1), or by refine
+// scanning every partner (phase, 2: `cost_class_filter` off, the same result): image tokens +
 // lpt, audio padded + padded_binary_search, llm attention + lpt.
 constexpr std::array<const char*, 3> phases = {"image", "audio", "llm"};
 
+// Phases 0–2 of `bench::omni_step(2560)`, and as phase 3 the image phase of its image-heavy mix
+// (3.8 images per sample, 584 K images).
 const std::vector<length_t>& orchestrated_phase(std::size_t phase) {
-  static const std::array<std::vector<length_t>, 3> lengths = [] {
+  static const std::array<std::vector<length_t>, 4> lengths = [] {
     const workload w = bench::omni_step(2560);
-    std::array<std::vector<length_t>, 3> out;
+    std::array<std::vector<length_t>, 4> out;
     for (std::size_t k = 0; k < phases.size(); ++k) out[k] = phase_items_of(w, phases[k]).weights;
+    out[3] = phase_items_of(bench::omni_step(2560, 60, true), "image").weights;
     return out;
   }();
   return lengths[phase];
+}
+
+[[nodiscard]] std::string phase_label(std::size_t phase) {
+  return phase < phases.size() ? phases[phase] : "image (image-heavy)";
 }
 
 template <class Algorithm, class C>
 void run_phase(benchmark::State& state, const Algorithm& algorithm, const C& cost) {
   const auto phase = static_cast<std::size_t>(state.range(0));
   const bool with_refine = state.range(1) != 0;
+  balance::refine_options options;
+  options.cost_class_filter = state.range(1) != 2;
   const std::vector<length_t>& w = orchestrated_phase(phase);
   const rank_t d = 2560;
   assignment a, r;
   for (auto _ : state) {
     a = algorithm(w, d, cost, balance::constraints{});
-    if (with_refine) r = balance::refine(w, a, cost, balance::constraints{});
+    if (with_refine) r = balance::refine(w, a, cost, balance::constraints{}, options);
     benchmark::DoNotOptimize(a);
     benchmark::DoNotOptimize(r);
   }
   if (with_refine) quality_counters(state, w, d, cost, a, r);
-  state.SetLabel(std::string(phases[phase]) + (with_refine ? " +refine" : ""));
+  state.SetLabel(phase_label(phase) + (with_refine ? " +refine" : "") +
+                 (options.cost_class_filter ? "" : " (no class filter)"));
   state.counters["items"] = static_cast<double>(w.size());
 }
 
 void BM_orchestrated_phase(benchmark::State& state) {
   switch (state.range(0)) {
     case 0:
+    case 3:
       return run_phase(state, balance::lpt{}, cost::tokens{});
     case 1:
       return run_phase(state, balance::padded_binary_search{}, cost::padded{});
@@ -296,7 +308,7 @@ void small_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_lpt)->Apply(small_args);
 BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
-BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_lpt_refine)->Apply([](benchmark::internal::Benchmark* b) { padded_instances(b, {}); });
 BENCHMARK(BM_padded_alone)->Apply([](benchmark::internal::Benchmark* b) {

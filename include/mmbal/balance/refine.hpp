@@ -8,6 +8,7 @@
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/detail/bin_queue.hpp>
+#include <mmbal/balance/detail/cost_classes.hpp>
 #include <mmbal/balance/detail/count_limits.hpp>
 #include <mmbal/balance/detail/resplit.hpp>
 #include <mmbal/balance/detail/units.hpp>
@@ -62,6 +63,13 @@ struct refine_options {
   /// swap while farther ones do (lpt+refine 1.0212 → 1.0062 × the bound, seed 2, d = 512).
   /// 0 restores the plain window.
   std::uint32_t extended_work = 256;
+  /// Few distinct integral unit costs (at most 256 values, all below 2^20: an image phase's
+  /// image sizes): once a step's lightest partner admits nothing, the partners that hold no
+  /// unit within the gap of one of the top bin's are skipped without scanning them
+  /// (`detail::class_filter`). Exact: the same steps and the same result as without it, in less
+  /// time (bench/RESULTS.md "Session 22 — skipping partners by cost class"). Default true;
+  /// false scans every partner (the reference of the tests).
+  bool cost_class_filter = true;
   /// Escaping local optima of single moves and swaps (additive costs): when no partner admits
   /// an improving move or swap, exchanges of up to two units each way (2-for-1, 1-for-2,
   /// 2-for-2, 2-for-0) between the top bin and the lighter bins (in increasing load) are
@@ -391,17 +399,22 @@ struct refine_exchange {
 
 /// Bins' units as one flat array of (cost, unit) entries, each bin a segment sorted by
 /// (cost, unit) with spare room; a segment that outgrows its room moves to the end of the
-/// pool with twice the room (amortised O(1) per arrival, no per-bin allocations).
+/// pool with twice the room (amortised O(1) per arrival, no per-bin allocations). When
+/// `classes` is set, it follows which costs every bin holds.
 struct sorted_segments {
   using entry = std::pair<double, std::uint32_t>;
   std::vector<entry> pool;
   std::vector<std::uint32_t> begin, size, room;
+  cost_classes* classes = nullptr;
 
   [[nodiscard]] std::span<const entry> of(rank_t b) const { return {pool.data() + begin[b], size[b]}; }
   void erase(rank_t b, entry e) {
     entry* first = pool.data() + begin[b];
     entry* last = first + size[b];
     entry* at = std::lower_bound(first, last, e);
+    const bool last_of_its_cost =
+        (at == first || at[-1].first != e.first) && (at + 1 == last || at[1].first != e.first);
+    if (classes != nullptr && last_of_its_cost) classes->remove(b, e.first);
     std::move(at + 1, last, at);
     --size[b];
   }
@@ -419,6 +432,7 @@ struct sorted_segments {
     std::move_backward(at, last, last + 1);
     *at = e;
     ++size[b];
+    if (classes != nullptr) classes->add(b, e.first);
   }
 };
 
@@ -605,6 +619,21 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   std::uint64_t escape_left = std::uint64_t{opts.escape_work} * u.count;
   auto fixed = [&](std::uint32_t k) { return movable != nullptr && !(*movable)[k]; };
 
+  // Few distinct integral costs (`cost_classes`): the classes every bin holds, built the first
+  // time a step goes past its lightest partner (most steps of most instances never do), then
+  // kept by `seg`; per such step a `class_filter` of the top bin skips the partners it rejects.
+  cost_classes classes;
+  bool classes_built = false;
+  class_filter filter;
+  auto build_classes = [&] {
+    classes_built = true;
+    classes = cost_classes(unit_cost, bins, integral && non_negative);
+    if (!classes.on()) return;
+    for (rank_t b = 0; b < bins; ++b)
+      for (const entry& e : seg.of(b)) classes.add(b, e.first);
+    seg.classes = &classes;
+  };
+
   // Escape scratch: the top bin's sets of one or two units, a partner's sets of zero to two.
   std::vector<unit_set> out_sets, in_sets;
   auto make_sets = [&](std::span<const entry> c, bool with_empty, std::vector<unit_set>& sets) {
@@ -778,6 +807,13 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         extended_left -= cost_here;
       }
       ++tried;
+      if (tried > 1 && opts.cost_class_filter) {  // the lightest partner admitted nothing
+        if (!classes_built) build_classes();
+        if (classes.on()) {
+          if (tried == 2) filter.build(classes, h, lh - lt);
+          if (!filter.admits(classes, t, lh - lt)) continue;
+        }
+      }
       const double half = (lh - lt) / 2;
       auto consider = [&](const entry& out, const entry& in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
