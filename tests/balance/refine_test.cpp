@@ -385,3 +385,46 @@ TEST_CASE("refine: bad input") {
   const assignment empty{3, {}};
   CHECK(refine(std::span<const length_t>{}, empty, cost::tokens{}, constraints{}) == empty);
 }
+
+TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order under updates", "[refine]") {
+  rng_engine g(94);
+  for (int round = 0; round < 40; ++round) {
+    const auto d = static_cast<rank_t>(1 + uniform_below(g, round % 4 == 0 ? 300 : 40));
+    std::vector<double> load(d);
+    for (auto& l : load) l = static_cast<double>(uniform_below(g, 50));  // many ties
+    balance::detail::load_order order(load);
+    std::size_t long_walks = 0;
+    for (int step = 0; step < 400; ++step) {
+      std::vector<rank_t> expected(d);
+      std::iota(expected.begin(), expected.end(), rank_t{0});
+      std::sort(expected.begin(), expected.end(),
+                [&](rank_t x, rank_t y) { return load[x] != load[y] ? load[x] < load[y] : x < y; });
+      const rank_t top = *std::min_element(expected.begin(), expected.end(), [&](rank_t x, rank_t y) {
+        return load[x] != load[y] ? load[x] > load[y] : x < y;
+      });
+      REQUIRE(order.top() == top);
+      // Walks of every length, in stretches: short ones (no prefix; a prefix is dropped after 33
+      // of them), up to half the bins (the prefix grows past its end between updates), any.
+      const int stretch = (step / 60) % 3;
+      const std::size_t length = stretch == 0   ? uniform_below(g, 9)
+                                 : stretch == 1 ? uniform_below(g, d / 2 + 1)
+                                                : (step % 7 == 0 ? d + 1 : uniform_below(g, d + 1));
+      order.restart();
+      for (std::size_t k = 0; k < length; ++k) {
+        const rank_t b = order.next();
+        REQUIRE(b == (k < d ? expected[k] : balance::detail::load_order::none));
+      }
+      long_walks += static_cast<std::size_t>(length > 32);
+      // One to three loads change before their bins are updated one by one, as a step does.
+      const std::size_t changes = 1 + uniform_below(g, 3);
+      std::vector<rank_t> changed;
+      for (std::size_t c = 0; c < changes; ++c) {
+        const auto b = static_cast<rank_t>(uniform_below(g, d));
+        load[b] = static_cast<double>(uniform_below(g, 50));
+        changed.push_back(b);
+      }
+      for (const rank_t b : changed) order.update(b);
+    }
+    if (d > 64) CHECK(long_walks > 0);
+  }
+}

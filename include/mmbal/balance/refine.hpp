@@ -320,28 +320,107 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 /// step costs O(log d) per changed bin and no node allocation, where a `std::set` of
 /// (load, bin) erased and inserted two tree nodes. The orders are those of the set:
 /// (load, bin) is a strict total order.
+///
+/// Long enumerations come from a cached prefix of the order — the p least bins, kept sorted
+/// across steps (a step changes two bins: O(p) to move them), formed when an enumeration goes
+/// past 32 bins and refilled from the min-heap's walk at twice the length when one runs past
+/// its end. The search enumerates the
+/// same light bins step after step (on a 2,560-rank image phase, hundreds per step near the end),
+/// and the heap's walk cost a quarter of `refine`'s time there (bench/RESULTS.md "Session 22 —
+/// skipping partners by cost class").
 class load_order {
  public:
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
 
-  explicit load_order(const std::vector<double>& load) : load_(load.data()), min_(load), max_(load) {}
+  explicit load_order(const std::vector<double>& load)
+      : load_(load.data()), key_(load), min_(load), max_(load), cached_(load.size(), 0) {}
   /// The most loaded bin, ties: the smallest index.
   [[nodiscard]] rank_t top() const noexcept { return max_.top(); }
-  /// Restores the order after `load[b]` changed (either direction).
+  /// Restores the order after `load[b]` changed (either direction). Several loads may change
+  /// before their bins are updated one by one.
   void update(rank_t b) {
-    min_.update(b, load_[b]);
-    max_.update(b, load_[b]);
+    const key was{key_[b], b}, now{load_[b], b};
+    key_[b] = now.load;
+    synced_ = false;
+    min_.update(b, now.load);
+    max_.update(b, now.load);
+    // The prefix stays the least bins: b leaves it, and comes back where it now ranks below
+    // the prefix's last bin (or anywhere once the prefix holds every bin).
+    if (cached_[b] != 0) {
+      prefix_.erase(std::lower_bound(prefix_.begin(), prefix_.end(), was, before));
+      cached_[b] = 0;
+    }
+    if (whole_ || (!prefix_.empty() && before(now, prefix_.back()))) {
+      prefix_.insert(std::lower_bound(prefix_.begin(), prefix_.end(), now, before), now);
+      cached_[b] = 1;
+    }
   }
   /// Starts an enumeration of the bins in increasing (load, bin) order.
-  void restart() { min_.restart(); }
+  void restart() {
+    // A prefix that only short enumerations used for a while is dropped: keeping it sorted
+    // costs every step O(p).
+    short_walks_ = at_ <= uncached_walk ? short_walks_ + 1 : 0;
+    if (short_walks_ > uncached_walk && !prefix_.empty()) {
+      for (const key& k : prefix_) cached_[k.bin] = 0;
+      prefix_.clear();
+      whole_ = false;
+    }
+    at_ = 0;
+  }
   /// The next bin of the enumeration, or `none` after the last. The loads must not change
   /// during an enumeration.
-  [[nodiscard]] rank_t next() { return min_.next(); }
+  [[nodiscard]] rank_t next() {
+    if (at_ < prefix_.size()) return prefix_[at_++].bin;
+    if (prefix_.empty() && at_ < uncached_walk) {  // short walks: no prefix to keep
+      if (at_++ == 0) {
+        min_.restart();
+        synced_ = false;
+      }
+      return min_.next();
+    }
+    extend();
+    return at_ < prefix_.size() ? prefix_[at_++].bin : none;
+  }
 
  private:
+  struct key {
+    double load;
+    rank_t bin;
+  };
+  [[nodiscard]] static bool before(const key& x, const key& y) noexcept {
+    return x.load != y.load ? x.load < y.load : x.bin < y.bin;
+  }
+  /// Enumerations come straight from the min-heap's walk until one goes past this many bins
+  /// with no prefix (most steps try one or two partners: keeping a prefix would cost more).
+  static constexpr std::size_t uncached_walk = 32;
+  /// Refills the prefix with the 2 · max(p, position) (at least 64) least bins from the
+  /// min-heap's walk — going on with the walk that filled it when no bin changed since.
+  void extend() {
+    if (whole_) return;
+    const std::size_t want = std::max<std::size_t>(2 * uncached_walk, 2 * std::max(prefix_.size(), at_));
+    if (!synced_) {
+      for (const key& k : prefix_) cached_[k.bin] = 0;
+      prefix_.clear();
+      min_.restart();
+    }
+    for (rank_t b = 0; prefix_.size() < want && (b = min_.next()) != none;) {
+      prefix_.push_back(key{key_[b], b});
+      cached_[b] = 1;
+    }
+    synced_ = true;
+    whole_ = prefix_.size() == key_.size();
+  }
+
   const double* load_;
+  std::vector<double> key_;  // the loads as of the last update: the order's keys
   mmbal::detail::indexed_heap<false> min_;
   mmbal::detail::indexed_heap<true> max_;
+  std::vector<std::uint8_t> cached_;  // per bin: in the prefix
+  std::vector<key> prefix_;           // the least bins in (load, bin) order
+  std::size_t at_ = 0;                // the enumeration's position in the prefix
+  bool whole_ = false;                // the prefix holds every bin
+  bool synced_ = false;               // the min-heap's walk has returned exactly the prefix
+  std::size_t short_walks_ = 0;       // enumerations in a row that stayed within uncached_walk
 };
 
 /// Parts of a pool split to the pool's bins. The pool lists its units bin by bin in the order
@@ -1314,8 +1393,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
 ///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
-///   integral costs); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes of
-///   O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
+///   integral costs); with few distinct integral unit costs (≤ 256), O(1) for a partner whose costs admit no improving
+///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
+///   lightest partner); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes
+///   of O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
 ///   items per pool (padded: ≤ 1,024). Other costs refold bins: per step the 32 costliest units of the top bin and the
 ///   32 cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
 ///   trying partners after about 4 M unit folds; padded costs
