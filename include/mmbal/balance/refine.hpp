@@ -1391,7 +1391,8 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
 ///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
-///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order, and per partner
+///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order (plus O(p) while a prefix of the p lightest bins
+///   is cached for long partner enumerations: `detail::load_order`), and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
 ///   integral costs); with few distinct integral unit costs (≤ 256), O(1) for a partner whose costs admit no improving
 ///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
