@@ -324,10 +324,9 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 /// Long enumerations come from a cached prefix of the order — the p least bins, kept sorted
 /// across steps (a step changes two bins: O(p) to move them), formed when an enumeration goes
 /// past 32 bins and refilled from the min-heap's walk at twice the length when one runs past
-/// its end. The search enumerates the
-/// same light bins step after step (on a 2,560-rank image phase, hundreds per step near the end),
-/// and the heap's walk cost a quarter of `refine`'s time there (bench/RESULTS.md "Session 22 —
-/// skipping partners by cost class").
+/// its end. The search enumerates the same light bins step after step (on a 2,560-rank image
+/// phase, hundreds per step near the end), and the heap's walk cost a quarter of `refine`'s
+/// time there (bench/RESULTS.md "Session 22 — skipping partners by cost class").
 class load_order {
  public:
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
