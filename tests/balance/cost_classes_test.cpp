@@ -86,9 +86,9 @@ TEST_CASE("refine: the cost-class filter takes exactly the steps of the full par
   rng_engine g(92);
   std::vector<std::uint64_t> groups;
   std::uint64_t moved = 0;
-  for (int round = 0; round < 160; ++round) {
-    const rank_t bins = 8 + static_cast<rank_t>(uniform_below(g, 96));
-    const std::size_t n = bins * (1 + uniform_below(g, 24));
+  for (int round = 0; round < 120; ++round) {
+    const rank_t bins = 64 + static_cast<rank_t>(uniform_below(g, 48));  // the filter runs from 64 bins on
+    const std::size_t n = bins * (1 + uniform_below(g, 16));
     const std::vector<length_t> w = few_sizes(g, n, 2 + uniform_below(g, 160), 400 + uniform_below(g, 2000));
     const balance::constraints limits = test::random_limits(g, static_cast<std::size_t>(round), n, bins, groups, [&] {
       const assignment a = balance::lpt{}(w, bins, cost::tokens{});

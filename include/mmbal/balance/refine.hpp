@@ -64,9 +64,9 @@ struct refine_options {
   /// 0 restores the plain window.
   std::uint32_t extended_work = 256;
   /// Few distinct integral unit costs (at most 256 values, all below 2^20: an image phase's
-  /// image sizes): once a step's lightest partner admits nothing, the partners that hold no
-  /// unit within the gap of one of the top bin's are skipped without scanning them
-  /// (`detail::class_filter`). Exact: the same steps and the same result as without it, in less
+  /// image sizes) and at least 64 bins: once a step's lightest partner admits nothing, the
+  /// partners that hold no unit within the gap of one of the top bin's are skipped without
+  /// scanning them (`detail::class_filter`). Exact: the same steps and the same result as without it, in less
   /// time (bench/RESULTS.md "Session 22 — skipping partners by cost class"). Default true;
   /// false scans every partner (the reference of the tests).
   bool cost_class_filter = true;
@@ -700,11 +700,14 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   // Few distinct integral costs (`cost_classes`): the classes every bin holds, built the first
   // time a step goes past its lightest partner (most steps of most instances never do), then
   // kept by `seg`; per such step a `class_filter` of the top bin skips the partners it rejects.
+  // Not below 64 bins, where a step has few partners to skip: building the classes cost more
+  // than it saved at 8 and 32 bins (about 1 µs more on 64 items; bench/RESULTS.md "Session 22").
+  constexpr rank_t class_filter_min_bins = 64;
   cost_classes classes;
-  bool classes_built = false;
+  bool classes_pending = bins >= class_filter_min_bins;
   class_filter filter;
   auto build_classes = [&] {
-    classes_built = true;
+    classes_pending = false;
     classes = cost_classes(unit_cost, bins, integral && non_negative);
     if (!classes.on()) return;
     for (rank_t b = 0; b < bins; ++b)
@@ -886,7 +889,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       }
       ++tried;
       if (tried > 1 && opts.cost_class_filter) {  // the lightest partner admitted nothing
-        if (!classes_built) build_classes();
+        if (classes_pending) build_classes();
         if (classes.on()) {
           if (tried == 2) filter.build(classes, h, lh - lt);
           if (!filter.admits(classes, t, lh - lt)) continue;
