@@ -26,11 +26,10 @@ inline constexpr std::size_t heap_bytes_per_input_byte = 5;
 /// Reads the workload JSONL file at `path` (`read_jsonl_file`). Meanwhile, when the tool
 /// reserved its heap, a second thread backs the first `heap_bytes_per_input_byte` × the file's
 /// size of it (`populate_huge_page_heap`; the parse and then the plan allocate from its start
-/// on): parsing a large step takes a few hundred ms (0.2–0.3 s
-/// for the image-heavy 26 MB), about as long as backing its memory on a VM that backs it lazily,
-/// so the plan that follows finds its pages faulted in instead of paying the first touches in
-/// its `elapsed_us`. Same result and errors as `read_jsonl_file`; both threads are done when it
-/// returns or throws.
+/// on): parsing a large step takes a few hundred ms (0.2–0.3 s for the image-heavy 26 MB), about
+/// as long as backing its memory on a VM that backs it lazily, so the plan that follows finds
+/// its pages faulted in instead of paying the first touches in its `elapsed_us`. Same result
+/// and errors as `read_jsonl_file`; both threads are done when it returns or throws.
 inline workload read_workload(const std::string& path, rank_t ranks) {
   std::jthread backing;
   if (const huge_page_heap& heap = reserved_heap(); heap.advised()) {

@@ -338,7 +338,7 @@ class load_order {
   /// Restores the order after `load[b]` changed (either direction). Several loads may change
   /// before their bins are updated one by one.
   void update(rank_t b) {
-    const key was{key_[b], b}, now{load_[b], b};
+    const bin_key was{key_[b], b}, now{load_[b], b};
     key_[b] = now.load;
     synced_ = false;
     min_.update(b, now.load);
@@ -346,11 +346,11 @@ class load_order {
     // The prefix stays the least bins: b leaves it, and comes back where it now ranks below
     // the prefix's last bin (or anywhere once the prefix holds every bin).
     if (cached_[b] != 0) {
-      prefix_.erase(std::lower_bound(prefix_.begin(), prefix_.end(), was, before));
+      prefix_.erase(std::lower_bound(prefix_.begin(), prefix_.end(), was));
       cached_[b] = 0;
     }
-    if (whole_ || (!prefix_.empty() && before(now, prefix_.back()))) {
-      prefix_.insert(std::lower_bound(prefix_.begin(), prefix_.end(), now, before), now);
+    if (whole_ || (!prefix_.empty() && now < prefix_.back())) {
+      prefix_.insert(std::lower_bound(prefix_.begin(), prefix_.end(), now), now);
       cached_[b] = 1;
     }
   }
@@ -360,7 +360,7 @@ class load_order {
     // costs every step O(p).
     short_walks_ = at_ <= uncached_walk ? short_walks_ + 1 : 0;
     if (short_walks_ > uncached_walk && !prefix_.empty()) {
-      for (const key& k : prefix_) cached_[k.bin] = 0;
+      for (const bin_key& k : prefix_) cached_[k.bin] = 0;
       prefix_.clear();
       whole_ = false;
     }
@@ -382,13 +382,6 @@ class load_order {
   }
 
  private:
-  struct key {
-    double load;
-    rank_t bin;
-  };
-  [[nodiscard]] static bool before(const key& x, const key& y) noexcept {
-    return x.load != y.load ? x.load < y.load : x.bin < y.bin;
-  }
   /// Enumerations come straight from the min-heap's walk until one goes past this many bins
   /// with no prefix (most steps try one or two partners: keeping a prefix would cost more).
   static constexpr std::size_t uncached_walk = 32;
@@ -398,12 +391,12 @@ class load_order {
     if (whole_) return;
     const std::size_t want = std::max<std::size_t>(2 * uncached_walk, 2 * std::max(prefix_.size(), at_));
     if (!synced_) {
-      for (const key& k : prefix_) cached_[k.bin] = 0;
+      for (const bin_key& k : prefix_) cached_[k.bin] = 0;
       prefix_.clear();
       min_.restart();
     }
     for (rank_t b = 0; prefix_.size() < want && (b = min_.next()) != none;) {
-      prefix_.push_back(key{key_[b], b});
+      prefix_.push_back(bin_key{key_[b], b});
       cached_[b] = 1;
     }
     synced_ = true;
@@ -415,7 +408,7 @@ class load_order {
   mmbal::detail::indexed_heap<false> min_;
   mmbal::detail::indexed_heap<true> max_;
   std::vector<std::uint8_t> cached_;  // per bin: in the prefix
-  std::vector<key> prefix_;           // the least bins in (load, bin) order
+  std::vector<bin_key> prefix_;       // the least bins in (load, bin) order
   std::size_t at_ = 0;                // the enumeration's position in the prefix
   bool whole_ = false;                // the prefix holds every bin
   bool synced_ = false;               // the min-heap's walk has returned exactly the prefix
@@ -490,9 +483,8 @@ struct sorted_segments {
     entry* first = pool.data() + begin[b];
     entry* last = first + size[b];
     entry* at = std::lower_bound(first, last, e);
-    const bool last_of_its_cost =
-        (at == first || at[-1].first != e.first) && (at + 1 == last || at[1].first != e.first);
-    if (classes != nullptr && last_of_its_cost) classes->remove(b, e.first);
+    if (classes != nullptr && (at == first || at[-1].first != e.first) && (at + 1 == last || at[1].first != e.first))
+      classes->remove(b, e.first);  // the bin's last unit of this cost
     std::move(at + 1, last, at);
     --size[b];
   }
