@@ -12,6 +12,7 @@
 #include "random_inputs.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -325,6 +326,67 @@ TEST_CASE("refine: groups move as one unit") {
   const assignment ungrouped = refine(w, start, cost::tokens{}, constraints{});
   CHECK(max_load(ungrouped, w, cost::tokens{}) == 7.0);
   CHECK(ungrouped.where[1].rank != ungrouped.where[2].rank);
+}
+
+TEST_CASE("refine: the packed segment entry orders as the wide one; at_least is the least entry of a cost") {
+  using balance::detail::packed_entry;
+  using balance::detail::wide_entry;
+  rng_engine g(23);
+  const double top = 0x1p32 - 1;  // the largest packed cost (a length)
+  auto draw_cost = [&] {
+    switch (uniform_below(g, 4)) {
+      case 0:
+        return static_cast<double>(uniform_below(g, 8));
+      case 1:
+        return top - static_cast<double>(uniform_below(g, 8));
+      default:
+        return static_cast<double>(uniform_below(g, std::uint64_t{1} << 32));
+    }
+  };
+  for (int round = 0; round < 20000; ++round) {
+    const double cx = draw_cost(), cy = uniform_below(g, 3) == 0 ? cx : draw_cost();
+    const auto ux = static_cast<std::uint32_t>(uniform_below(g, 4) == 0 ? 0 : uniform_below(g, 0xfffffffe));
+    const auto uy = static_cast<std::uint32_t>(uniform_below(g, 3) == 0 ? ux : uniform_below(g, 0xfffffffe));
+    const packed_entry px(cx, ux), py(cy, uy);
+    const wide_entry wx(cx, ux), wy(cy, uy);
+    REQUIRE(px.cost() == cx);
+    REQUIRE(px.unit() == ux);
+    REQUIRE((px < py) == (wx < wy));
+    // A bound between, on or beyond the costs, fractional or not, negative or above 2^32.
+    const double bound = std::array{cx - 0.5, cx, cx + 0.25, -1.0 - cx, 0x1p33, top + 0.5}[uniform_below(g, 6)];
+    INFO("cost " << cx << " unit " << ux << " bound " << bound);
+    REQUIRE((px < packed_entry::at_least(bound)) == (cx < bound));
+    REQUIRE((wx < wide_entry::at_least(bound)) == (cx < bound));
+  }
+}
+
+TEST_CASE("refine: tokens without groups (packed segments) takes the steps of the same cost on wide segments") {
+  // attention{1, 0} costs every item its length, as `tokens` does, but the search keeps it in
+  // wide (double, unit) entries: the same instance must give the same assignment.
+  rng_engine g(24);
+  std::vector<std::uint64_t> groups;
+  std::uint64_t moved = 0;
+  for (int round = 0; round < 240; ++round) {
+    const rank_t bins = static_cast<rank_t>(2 + uniform_below(g, round % 3 == 0 ? 110 : 12));
+    const std::size_t n = bins * (1 + uniform_below(g, 12)) + uniform_below(g, bins);
+    // Few repeated sizes (image phases), or lengths up to the largest a length can be.
+    const std::size_t sizes = 1 + uniform_below(g, 40);
+    std::vector<length_t> w(n);
+    for (auto& x : w)
+      x = round % 4 == 3 ? static_cast<length_t>(uniform_below(g, std::uint64_t{1} << 32))
+                         : static_cast<length_t>(100 + 37 * uniform_below(g, sizes));
+    const constraints limits = random_limits(g, static_cast<std::size_t>(round), n, bins, groups, [&] {
+      return max_load(balance::lpt{}(w, bins, cost::tokens{}), w, cost::tokens{});
+    });
+    const assignment start = balance::lpt{}(w, bins, cost::tokens{}, limits);
+    const assignment packed = refine(w, start, cost::tokens{}, limits);
+    const assignment wide = refine(w, start, cost::attention{1.0, 0.0}, limits);
+    INFO("round " << round << " bins " << bins << " n " << n);
+    REQUIRE(packed.where == wide.where);
+    for (std::size_t i = 0; i < n; ++i)
+      moved += static_cast<std::uint64_t>(packed.where[i].rank != start.where[i].rank);
+  }
+  CHECK(moved > 1000);  // the searches did take steps
 }
 
 TEST_CASE("refine: independent of where the weights live, and a fixed point of itself") {

@@ -468,12 +468,56 @@ struct refine_exchange {
   double in_cost[2] = {0, 0};
 };
 
-/// Bins' units as one flat array of (cost, unit) entries, each bin a segment sorted by
-/// (cost, unit) with spare room; a segment that outgrows its room moves to the end of the
-/// pool with twice the room (amortised O(1) per arrival, no per-bin allocations). When
-/// `classes` is set, it follows which costs every bin holds.
+/// A unit in a bin's segment of the additive search: its cost and index, ordered by cost,
+/// then unit. Holds any cost in 16 bytes.
+struct wide_entry {
+  double c = 0;
+  std::uint32_t k = 0;
+  wide_entry() = default;
+  constexpr wide_entry(double cost, std::uint32_t unit) noexcept : c(cost), k(unit) {}
+  [[nodiscard]] constexpr double cost() const noexcept { return c; }
+  [[nodiscard]] constexpr std::uint32_t unit() const noexcept { return k; }
+  /// The least entry of cost ≥ `cost`.
+  [[nodiscard]] static constexpr wide_entry at_least(double cost) noexcept { return {cost, 0}; }
+  friend constexpr bool operator<(const wide_entry& x, const wide_entry& y) noexcept {
+    return x.c < y.c || (!(y.c < x.c) && x.k < y.k);
+  }
+};
+
+/// `wide_entry` for integral costs in [0, 2^32) in one word, cost << 32 | unit (the same order
+/// in half the memory): `tokens` without groups, whose unit costs are the items' lengths. The
+/// segments' fill and moves are memory-bound on large phases (bench/RESULTS.md "Session 23 —
+/// refine on half the memory").
+struct packed_entry {
+  std::uint64_t key = 0;
+  packed_entry() = default;
+  packed_entry(double cost, std::uint32_t unit) noexcept : key((static_cast<std::uint64_t>(cost) << 32) | unit) {}
+  [[nodiscard]] double cost() const noexcept { return static_cast<double>(key >> 32); }
+  [[nodiscard]] std::uint32_t unit() const noexcept { return static_cast<std::uint32_t>(key); }
+  /// The least entry of cost ≥ `cost` (any double: at most 0 gives the first entry, 2^32 or
+  /// more one above every entry, as units are below 2^32 − 1).
+  [[nodiscard]] static packed_entry at_least(double cost) noexcept {
+    packed_entry e;
+    if (!(cost > 0)) return e;
+    if (!(cost < 0x1p32)) {
+      e.key = ~std::uint64_t{0};
+      return e;
+    }
+    auto least = static_cast<std::uint64_t>(cost);  // ⌈cost⌉ without a libm call (a hot path)
+    least += static_cast<std::uint64_t>(static_cast<double>(least) < cost);
+    e.key = least < (std::uint64_t{1} << 32) ? least << 32 : ~std::uint64_t{0};
+    return e;
+  }
+  friend bool operator<(const packed_entry& x, const packed_entry& y) noexcept { return x.key < y.key; }
+};
+
+/// Bins' units as one flat array of (cost, unit) entries (`wide_entry` or `packed_entry`), each
+/// bin a segment sorted by (cost, unit) with spare room; a segment that outgrows its room moves
+/// to the end of the pool with twice the room (amortised O(1) per arrival, no per-bin
+/// allocations). When `classes` is set, it follows which costs every bin holds.
+template <class Entry>
 struct sorted_segments {
-  using entry = std::pair<double, std::uint32_t>;
+  using entry = Entry;
   std::vector<entry> pool;
   std::vector<std::uint32_t> begin, size, room;
   cost_classes* classes = nullptr;
@@ -483,8 +527,9 @@ struct sorted_segments {
     entry* first = pool.data() + begin[b];
     entry* last = first + size[b];
     entry* at = std::lower_bound(first, last, e);
-    if (classes != nullptr && (at == first || at[-1].first != e.first) && (at + 1 == last || at[1].first != e.first))
-      classes->remove(b, e.first);  // the bin's last unit of this cost
+    if (classes != nullptr && (at == first || at[-1].cost() != e.cost()) &&
+        (at + 1 == last || at[1].cost() != e.cost()))
+      classes->remove(b, e.cost());  // the bin's last unit of this cost
     std::move(at + 1, last, at);
     --size[b];
   }
@@ -502,7 +547,7 @@ struct sorted_segments {
     std::move_backward(at, last, last + 1);
     *at = e;
     ++size[b];
-    if (classes != nullptr) classes->add(b, e.first);
+    if (classes != nullptr) classes->add(b, e.cost());
   }
 };
 
@@ -530,13 +575,12 @@ struct unit_set {
 /// order is kept in two indexed heaps (`load_order`); the best partner unit is found by
 /// binary search. When no move or swap improves, the
 /// escape (`refine_options::escape_work`) tries exchanges of up to two units each way.
-template <batch_cost C>
-void refine_additive(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
-                     const count_bounds& cb, rank_t bins, const refine_options& opts,
-                     const std::vector<bool>* movable = nullptr,
-                     double stop_at = -std::numeric_limits<double>::infinity()) {
+template <class Entry, batch_cost C>
+void refine_additive_with(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
+                          const count_bounds& cb, rank_t bins, const refine_options& opts,
+                          const std::vector<bool>* movable, double stop_at) {
   const units& u = *st.u;
-  using entry = sorted_segments::entry;
+  using entry = Entry;
   // One pass: unit costs, and what the search and the order below need of them (the same
   // values, in the same unit order, as separate passes would give).
   std::vector<double> unit_cost(u.count);
@@ -584,7 +628,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   const double mean_floor = integral ? std::ceil(total / bins) : total / bins;
   const double floor_of_max = non_negative ? std::max(mean_floor, max_cost) : mean_floor;
 
-  sorted_segments seg;
+  sorted_segments<entry> seg;
   std::vector<double> load(bins, 0.0);
   seg.begin.assign(bins, 0);
   seg.size.assign(bins, 0);
@@ -624,9 +668,9 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       const std::uint32_t s = seg.size[b];
       bool sorted = true;
       for (std::uint32_t i = 1; i < s; ++i) {
-        if (first[i].first == first[i - 1].first) {  // a run of equal costs, ids descending
+        if (first[i].cost() == first[i - 1].cost()) {  // a run of equal costs, ids descending
           std::uint32_t j = i + 1;
-          while (j < s && first[j].first == first[i - 1].first) ++j;
+          while (j < s && first[j].cost() == first[i - 1].cost()) ++j;
           std::reverse(first + (i - 1), first + j);
           i = j - 1;
         }
@@ -634,7 +678,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       double l = 0;  // folded in the (cost, unit) order, as the sorted fill below folds it
       for (std::uint32_t i = 0; i < s; ++i) {
         sorted = sorted && (i == 0 || first[i - 1] < first[i]);  // strict: no duplicate survives
-        l += first[i].first;
+        l += first[i].cost();
       }
       if (!sorted) {
         unsorted += s;
@@ -646,7 +690,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         l = 0;
         for (std::uint32_t i = 0; i < s; ++i) {
           if (i > 0 && !(first[i - 1] < first[i])) filled = false;  // a duplicate: slots not 0 .. count − 1
-          l += first[i].first;
+          l += first[i].cost();
         }
       }
       load[b] = l;
@@ -703,7 +747,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     classes = cost_classes(unit_cost, bins, integral && non_negative);
     if (!classes.on()) return;
     for (rank_t b = 0; b < bins; ++b)
-      for (const entry& e : seg.of(b)) classes.add(b, e.first);
+      for (const entry& e : seg.of(b)) classes.add(b, e.cost());
     seg.classes = &classes;
   };
 
@@ -713,12 +757,12 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     sets.clear();
     if (with_empty) sets.push_back(unit_set{0.0, 0, none, none});
     for (std::size_t x = 0; x < c.size(); ++x) {
-      const std::uint32_t kx = c[x].second;
+      const std::uint32_t kx = c[x].unit();
       if (fixed(kx)) continue;
-      sets.push_back(unit_set{c[x].first, u.size(kx), kx, none});
+      sets.push_back(unit_set{c[x].cost(), u.size(kx), kx, none});
       for (std::size_t y = x + 1; y < c.size(); ++y)
-        if (!fixed(c[y].second))
-          sets.push_back(unit_set{c[x].first + c[y].first, u.size(kx) + u.size(c[y].second), kx, c[y].second});
+        if (!fixed(c[y].unit()))
+          sets.push_back(unit_set{c[x].cost() + c[y].cost(), u.size(kx) + u.size(c[y].unit()), kx, c[y].unit()});
     }
     std::sort(sets.begin(), sets.end());
   };
@@ -737,7 +781,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
   // gathering order: the order of the arrivals. Shared by the re-split and the re-differencing.
   auto move_pool = [&](auto&& destination) {
     for (std::size_t x = 0; x < pool.size(); ++x) {
-      const std::uint32_t k = pool[x].second;
+      const std::uint32_t k = pool[x].unit();
       const rank_t from = st.unit_bin[k], to = destination(x);
       if (to == from) continue;
       seg.erase(from, pool[x]);
@@ -755,14 +799,14 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     by_cost.resize(pool.size());
     std::iota(by_cost.begin(), by_cost.end(), 0u);
     std::sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t x, std::uint32_t y) {
-      return pool[x].first != pool[y].first ? pool[x].first > pool[y].first : pool[x].second < pool[y].second;
+      return pool[x].cost() != pool[y].cost() ? pool[x].cost() > pool[y].cost() : pool[x].unit() < pool[y].unit();
     });
     pool_cost.clear();
     pool_size.clear();
     for (const std::uint32_t x : by_cost) {
-      if (!(pool[x].first >= 0)) return false;  // the search's cuts assume loads only grow
-      pool_cost.push_back(pool[x].first);
-      pool_size.push_back(u.size(pool[x].second));
+      if (!(pool[x].cost() >= 0)) return false;  // the search's cuts assume loads only grow
+      pool_cost.push_back(pool[x].cost());
+      pool_size.push_back(u.size(pool[x].unit()));
     }
     const resplit_result r =
         resplit_search(pool_cost, pool_size, ways, cb.lo, cb.hi, lh, std::min(resplit_nodes, resplit_left));
@@ -777,7 +821,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     do {
       std::uint64_t moved = 0;
       for (std::size_t j = 0; j < by_cost.size(); ++j)
-        if (group[perm[r.part[j]]] != st.unit_bin[pool[by_cost[j]].second]) moved += pool_size[j];
+        if (group[perm[r.part[j]]] != st.unit_bin[pool[by_cost[j]].unit()]) moved += pool_size[j];
       if (moved < fewest) {
         fewest = moved;
         best_perm = perm;
@@ -821,16 +865,16 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       if (pool.size() > opts.redifference_max_units || pool.size() > redifference_left) return false;
       redifference_left -= pool.size();
       pool_weights.clear();
-      for (const entry& e : pool) pool_weights.push_back(weights[e.second]);  // a unit is its item
+      for (const entry& e : pool) pool_weights.push_back(weights[e.unit()]);  // a unit is its item
       const std::size_t ways = pool_bins.size();
       const assignment split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
       part_load.assign(ways, 0.0);
-      for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].first;
+      for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].cost();
       bool better = true;
       for (std::size_t p = 0; p < ways && better; ++p) better = part_load[p] < lh && (!has_cap || part_load[p] <= cap);
       if (better) {
         const std::vector<rank_t> bin_of_part = parts_to_bins(
-            split, [&](std::size_t x) { return st.unit_bin[pool[x].second]; }, pool_bins);
+            split, [&](std::size_t x) { return st.unit_bin[pool[x].unit()]; }, pool_bins);
         move_pool([&](std::size_t x) { return bin_of_part[split.where[x].rank]; });
         for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
         for (const rank_t b : pool_bins) by_load.update(b);
@@ -894,7 +938,7 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
         if (has_cap && new_t > cap) return false;
         if (!best.found || q < best.quality)
           best = refine_exchange{
-              true, q, new_h, new_t, t, {out.second, none}, {in.second, none}, {out.first, 0}, {in.first, 0}};
+              true, q, new_h, new_t, t, {out.unit(), none}, {in.unit(), none}, {out.cost(), 0}, {in.cost(), 0}};
         return true;
       };
       const entry no_unit{0.0, none};
@@ -904,18 +948,18 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       // Moves: the pair maximum is max(lh − c, lt + c), unimodal in the moved cost c with its
       // minimum at c = half; on each side of half the first admissible unit is that side's best.
       {
-        const auto p = std::lower_bound(hc.begin(), hc.end(), entry{half, 0});
+        const auto p = std::lower_bound(hc.begin(), hc.end(), entry::at_least(half));
         for (auto q = p; q != hc.end(); ++q) {
-          if (!(lt + q->first < lh) || (has_cap && lt + q->first > cap)) break;
-          if (fixed(q->second) || !counts_ok(u.size(q->second), 0)) continue;
-          consider(*q, no_unit, lh - q->first, lt + q->first);
+          if (!(lt + q->cost() < lh) || (has_cap && lt + q->cost() > cap)) break;
+          if (fixed(q->unit()) || !counts_ok(u.size(q->unit()), 0)) continue;
+          consider(*q, no_unit, lh - q->cost(), lt + q->cost());
           break;
         }
         for (auto q = p; q != hc.begin();) {
           --q;
-          if (!(q->first > 0)) break;
-          if (fixed(q->second) || !counts_ok(u.size(q->second), 0)) continue;
-          consider(*q, no_unit, lh - q->first, lt + q->first);
+          if (!(q->cost() > 0)) break;
+          if (fixed(q->unit()) || !counts_ok(u.size(q->unit()), 0)) continue;
+          consider(*q, no_unit, lh - q->cost(), lt + q->cost());
           break;
         }
       }
@@ -926,23 +970,29 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
       // Integral costs: the new loads are exact and sum to lh + lt, so no step beats
       // ⌈(lh + lt) / 2⌉; once the best reaches it, the rest cannot be strictly better.
       const double pair_floor = integral ? std::ceil((lh + lt) / 2) : -std::numeric_limits<double>::infinity();
+      // Units of equal cost (image sizes repeat; integral costs only, where lengths are the
+      // costs) give the same candidates: after the first of a run, the others cannot be strictly
+      // better (the counts check sees one item each).
+      const bool repeats = integral && u.trivial && movable == nullptr;
       auto p = tc.begin();
-      for (const entry& a : hc) {
+      for (auto at = hc.begin(); at != hc.end(); ++at) {
+        const entry& a = *at;
         if (best.found && best.quality <= pair_floor) break;
-        if (!(a.first > 0) || fixed(a.second)) continue;
-        const entry want{a.first - half, 0};
+        if (!(a.cost() > 0) || fixed(a.unit())) continue;
+        if (repeats && at != hc.begin() && at[-1].cost() == a.cost()) continue;
+        const entry want = entry::at_least(a.cost() - half);
         while (p != tc.end() && *p < want) ++p;
         for (auto q = p; q != tc.end(); ++q) {
-          if (!(q->first < a.first)) break;
-          if (fixed(q->second) || !counts_ok(u.size(a.second), u.size(q->second))) continue;
-          if (consider(a, *q, (lh - a.first) + q->first, (lt - q->first) + a.first)) break;
+          if (!(q->cost() < a.cost())) break;
+          if (fixed(q->unit()) || !counts_ok(u.size(a.unit()), u.size(q->unit()))) continue;
+          if (consider(a, *q, (lh - a.cost()) + q->cost(), (lt - q->cost()) + a.cost())) break;
         }
         for (auto q = p; q != tc.begin();) {
           --q;
-          const double nt = (lt - q->first) + a.first;
+          const double nt = (lt - q->cost()) + a.cost();
           if (!(nt < lh) || (has_cap && nt > cap)) break;  // smaller b only raises the partner
-          if (fixed(q->second) || !counts_ok(u.size(a.second), u.size(q->second))) continue;
-          consider(a, *q, (lh - a.first) + q->first, nt);
+          if (fixed(q->unit()) || !counts_ok(u.size(a.unit()), u.size(q->unit()))) continue;
+          consider(a, *q, (lh - a.cost()) + q->cost(), nt);
           break;
         }
       }
@@ -1027,6 +1077,19 @@ void refine_additive(refine_state& st, std::span<const length_t> weights, const 
     by_load.update(h);
     by_load.update(t);
   }
+}
+
+/// `refine_additive_with` on the segment layout of the cost: `packed_entry` for `tokens`
+/// without groups (every unit cost an item's length), else `wide_entry`.
+template <batch_cost C>
+void refine_additive(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
+                     const count_bounds& cb, rank_t bins, const refine_options& opts,
+                     const std::vector<bool>* movable = nullptr,
+                     double stop_at = -std::numeric_limits<double>::infinity()) {
+  if constexpr (std::same_as<C, mmbal::cost::tokens>)
+    if (st.u->trivial)
+      return refine_additive_with<packed_entry>(st, weights, cost, limits, cb, bins, opts, movable, stop_at);
+  refine_additive_with<wide_entry>(st, weights, cost, limits, cb, bins, opts, movable, stop_at);
 }
 
 /// A bin as the padded fast path of `refine_general` keeps it: its item count and longest
@@ -1383,8 +1446,8 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   tied bins in the pool re-differencing". Under the padded cost (free counts, the same instances) none of the 1,200
 ///   pairs (bench/RESULTS.md "Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
-///   additive costs: every bin's units sorted by cost in a flat pool, O(n) from a start whose
-///   slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
+///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
+///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
 ///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order (plus O(p) while a prefix of the p lightest bins
 ///   is cached for long partner enumerations: `detail::load_order`), and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
