@@ -50,6 +50,10 @@ TEST_CASE("indexed_heap: top and walk in (load, bin) order under updates", "[ind
       REQUIRE(hi.top() == down.front());
       REQUIRE(walk(lo, d) == up);  // the whole order
       REQUIRE(walk(hi, d) == down);
+      for (std::size_t x = 0; x < d; ++x) {  // every bin's key is its load as of its last update
+        REQUIRE(lo.key(static_cast<mmbal::rank_t>(x)) == load[x]);
+        REQUIRE(hi.key(static_cast<mmbal::rank_t>(x)) == load[x]);
+      }
       const std::size_t k = 1 + g() % d;  // a prefix: the walk is lazy and restartable
       REQUIRE(walk(lo, k) == std::vector<mmbal::rank_t>(up.begin(), up.begin() + static_cast<std::ptrdiff_t>(k)));
       // Change two loads, then update them one by one (the keys live in the heap).

@@ -332,14 +332,13 @@ class load_order {
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
 
   explicit load_order(const std::vector<double>& load)
-      : load_(load.data()), key_(load), min_(load), max_(load), cached_(load.size(), 0) {}
+      : load_(load.data()), min_(load), max_(load), cached_(load.size(), 0) {}
   /// The most loaded bin, ties: the smallest index.
   [[nodiscard]] rank_t top() const noexcept { return max_.top(); }
   /// Restores the order after `load[b]` changed (either direction). Several loads may change
   /// before their bins are updated one by one.
   void update(rank_t b) {
-    const bin_key was{key_[b], b}, now{load_[b], b};
-    key_[b] = now.load;
+    const bin_key was{min_.key(b), b}, now{load_[b], b};  // the order's key: the load as of the last update
     synced_ = false;
     min_.update(b, now.load);
     max_.update(b, now.load);
@@ -396,15 +395,14 @@ class load_order {
       min_.restart();
     }
     for (rank_t b = 0; prefix_.size() < want && (b = min_.next()) != none;) {
-      prefix_.push_back(bin_key{key_[b], b});
+      prefix_.push_back(bin_key{min_.key(b), b});
       cached_[b] = 1;
     }
     synced_ = true;
-    whole_ = prefix_.size() == key_.size();
+    whole_ = prefix_.size() == cached_.size();
   }
 
   const double* load_;
-  std::vector<double> key_;  // the loads as of the last update: the order's keys
   mmbal::detail::indexed_heap<false> min_;
   mmbal::detail::indexed_heap<true> max_;
   std::vector<std::uint8_t> cached_;  // per bin: in the prefix

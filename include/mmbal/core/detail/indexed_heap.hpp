@@ -62,6 +62,8 @@ class indexed_heap {
   /// The first bin (least key; with `Max` the greatest load, ties: the smallest index). The
   /// heap must not be empty.
   [[nodiscard]] rank_t top() const noexcept { return at_[0].bin; }
+  /// Bin b's load as of its last `update` (or the construction). O(1).
+  [[nodiscard]] double key(rank_t b) const noexcept { return at_[pos_[b]].load; }
 
   /// Sets bin b's load and restores the order (either direction). O(log₄ d).
   void update(rank_t b, double load) {
