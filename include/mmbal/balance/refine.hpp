@@ -490,7 +490,14 @@ struct packed_entry {
   std::uint64_t key = 0;
   packed_entry() = default;
   packed_entry(double cost, std::uint32_t unit) noexcept : key((static_cast<std::uint64_t>(cost) << 32) | unit) {}
-  [[nodiscard]] double cost() const noexcept { return static_cast<double>(key >> 32); }
+  /// The entry of an integral cost (a unit's length).
+  [[nodiscard]] static packed_entry of(std::uint32_t cost, std::uint32_t unit) noexcept {
+    packed_entry e;
+    e.key = (std::uint64_t{cost} << 32) | unit;
+    return e;
+  }
+  // Through 32 bits: one conversion instruction, where a 64-bit unsigned one branches.
+  [[nodiscard]] double cost() const noexcept { return static_cast<double>(static_cast<std::uint32_t>(key >> 32)); }
   [[nodiscard]] std::uint32_t unit() const noexcept { return static_cast<std::uint32_t>(key); }
   /// The least entry of cost ≥ `cost` (any double: at most 0 gives the first entry, 2^32 or
   /// more one above every entry, as units are below 2^32 − 1).
@@ -579,6 +586,8 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
                           const std::vector<bool>* movable, double stop_at) {
   const units& u = *st.u;
   using entry = Entry;
+  static_assert(!std::same_as<entry, packed_entry> || std::same_as<C, mmbal::cost::tokens>,
+                "packed entries hold integral costs: tokens without groups only");
   // One pass: unit costs, and what the search and the order below need of them (the same
   // values, in the same unit order, as separate passes would give).
   std::vector<double> unit_cost(u.count);
@@ -651,6 +660,12 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   // reversed, with each run of equal costs turned around, are the order; a bin that is not
   // sorted then is sorted alone. O(n) for such a start; when the slots are no such order
   // (more than n/16 units in unsorted bins), the global radix order below.
+  auto entry_of = [&](std::uint32_t k) {
+    if constexpr (std::same_as<entry, packed_entry>)
+      return packed_entry::of(weights[k], k);  // `tokens` without groups: the unit's cost is its item's length
+    else
+      return entry{unit_cost[k], k};
+  };
   bool filled = false;
   if (u.trivial && st.slots_by_cost) {
     filled = true;
@@ -658,7 +673,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       const rank_t b = st.unit_bin[k];
       const std::uint64_t slot = st.key[k];
       filled = slot < seg.size[b];  // the keys are the start's slots: 0 .. count − 1 of the bin
-      if (filled) seg.pool[seg.begin[b] + seg.size[b] - 1 - slot] = entry{unit_cost[k], k};
+      if (filled) seg.pool[seg.begin[b] + seg.size[b] - 1 - slot] = entry_of(k);
     }
     std::uint64_t unsorted = 0;
     for (rank_t b = 0; b < bins && filled; ++b) {
@@ -712,7 +727,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
     std::fill(load.begin(), load.end(), 0.0);
     auto place = [&](std::uint32_t k) {  // loads fold in each bin's (cost, unit) order
       const rank_t b = st.unit_bin[k];
-      seg.pool[seg.begin[b] + seg.size[b]++] = entry{unit_cost[k], k};
+      seg.pool[seg.begin[b] + seg.size[b]++] = entry_of(k);
       load[b] += unit_cost[k];
     };
     if (!words.empty())
@@ -1511,13 +1526,22 @@ template <batch_cost C>
     mmbal::detail::throw_invalid(name, ": start slot ", start.where[i].slot, " of item ", i,
                                  " is out of range or taken");
   };
+  const detail::units u = detail::make_units(n, limits.groups);
+  detail::refine_state st;
+  st.u = &u;
+  st.unit_bin.resize(u.count);
+  st.key.resize(n);
   if (order_free) {
     std::vector<std::uint64_t> taken(n / 64 + 1, 0);
+    // Checks item i's slot and, in the same pass, keeps its start slot (its key) and, when units
+    // are items, its bin.
     auto check = [&](item_id i, const location l) {
       const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
       const std::uint64_t bit = std::uint64_t{1} << (at & 63);
       if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || (taken[at >> 6] & bit) != 0) bad_slot(i);
       taken[at >> 6] |= bit;
+      st.key[i] = l.slot;
+      if (u.trivial) st.unit_bin[i] = l.rank;
     };
     if (fold_start) {
       before.assign(bins, cost.empty());
@@ -1538,24 +1562,16 @@ template <batch_cost C>
       by_slot[at] = i;
     }
   }
-  const detail::units u = detail::make_units(n, limits.groups);
-
-  detail::refine_state st;
-  st.u = &u;
-  st.unit_bin.resize(u.count);
   st.counts.assign(bins, 0);
-  st.key.resize(n);
   st.next_key = n;
   st.slots_by_cost = true;
-  if (u.trivial) {  // unit = item: its bin and slot; the counts are the bins' sizes
+  if (!order_free)  // the pass above kept them otherwise
     for (item_id i = 0; i < n; ++i) {
       st.key[i] = start.where[i].slot;
-      st.unit_bin[i] = start.where[i].rank;
+      if (u.trivial) st.unit_bin[i] = start.where[i].rank;
     }
+  if (u.trivial)  // unit = item: the counts are the bins' sizes
     for (rank_t b = 0; b < bins; ++b) st.counts[b] = bin_begin[std::size_t{b} + 1] - bin_begin[b];
-  } else {
-    for (item_id i = 0; i < n; ++i) st.key[i] = start.where[i].slot;
-  }
   for (std::uint32_t k = 0; k < u.count && !u.trivial; ++k) {
     bool first = true;
     u.for_each(k, [&](item_id i) {

@@ -33,12 +33,13 @@ class cost_classes {
   /// cost is a non-negative integer, as the caller already checked. O(n + max cost / 64).
   cost_classes(std::span<const double> unit_cost, rank_t bins, bool integral) {
     if (!integral || unit_cost.empty()) return;
-    const double costliest = *std::max_element(unit_cost.begin(), unit_cost.end());
+    double costliest = 0;
+    for (const double c : unit_cost) costliest = c > costliest ? c : costliest;  // a plain loop, no iterator chase
     if (!(costliest < max_cost)) return;
     const auto top = static_cast<std::size_t>(costliest);
     std::vector<std::uint64_t> seen(top / 64 + 1, 0);
     for (const double c : unit_cost) {
-      const auto v = static_cast<std::size_t>(c);
+      const auto v = static_cast<std::uint32_t>(static_cast<std::int32_t>(c));  // c in [0, 2^20)
       seen[v >> 6] |= std::uint64_t{1} << (v & 63);
     }
     std::size_t distinct = 0;
@@ -74,7 +75,11 @@ class cost_classes {
   }
 
  private:
-  [[nodiscard]] std::uint32_t of(double cost) const noexcept { return class_of_[static_cast<std::size_t>(cost)]; }
+  // The instance's costs are integers in [0, 2^20): the signed conversion is exact (and one
+  // instruction, where the unsigned 64-bit one branches).
+  [[nodiscard]] std::uint32_t of(double cost) const noexcept {
+    return class_of_[static_cast<std::uint32_t>(static_cast<std::int32_t>(cost))];
+  }
 
   std::vector<double> value_;           // class → cost, ascending
   std::vector<std::uint8_t> class_of_;  // cost → class (only the instance's costs are read)
