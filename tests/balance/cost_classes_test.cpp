@@ -12,7 +12,10 @@
 
 #include "random_inputs.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 using namespace mmbal;
@@ -41,6 +44,38 @@ TEST_CASE("cost_classes: off unless the costs are few distinct integers below th
   CHECK(cost_classes(many, 2, true).on());  // exactly the most classes
   many.push_back(1);
   CHECK_FALSE(cost_classes(many, 2, true).on());
+}
+
+TEST_CASE("cost_classes: from lengths as from doubles; hold gives a bin what add gives per unit", "[cost_classes]") {
+  using balance::detail::cost_classes;
+  rng_engine g(92);
+  for (int round = 0; round < 300; ++round) {
+    const rank_t bins = 1 + static_cast<rank_t>(uniform_below(g, 9));
+    const std::vector<length_t> w =
+        few_sizes(g, 1 + uniform_below(g, 400), 1 + uniform_below(g, 200), 300);  // up to 200 classes: every word
+    const std::vector<double> cost(w.begin(), w.end());
+    cost_classes by_unit(cost, bins, true);
+    cost_classes by_bin(w, *std::max_element(w.begin(), w.end()), bins);
+    REQUIRE(by_unit.on());
+    REQUIRE(by_bin.on());
+    std::vector<std::vector<length_t>> held(bins);
+    for (const length_t l : w) {
+      const auto b = static_cast<rank_t>(uniform_below(g, bins));
+      held[b].push_back(l);
+      by_unit.add(b, static_cast<double>(l));
+    }
+    for (rank_t b = 0; b < bins; ++b) {
+      std::sort(held[b].begin(), held[b].end());
+      by_bin.hold(b, held[b], [](length_t l) { return l; });
+      const auto x = by_unit.held(b), y = by_bin.held(b);
+      REQUIRE(std::equal(x.begin(), x.end(), y.begin()));
+      for (std::uint32_t word = 0; word < cost_classes::words; ++word)  // and the classes mean the same costs
+        for (std::uint64_t bits = y[word]; bits != 0; bits &= bits - 1) {
+          const auto j = 64 * word + static_cast<std::uint32_t>(std::countr_zero(bits));
+          REQUIRE(by_bin.value(j) == by_unit.value(j));
+        }
+    }
+  }
 }
 
 TEST_CASE("class_filter: admits a partner exactly when a move or swap fits its gap (brute force)", "[cost_classes]") {

@@ -33,6 +33,7 @@
 #include <iterator>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 #include <utility>
@@ -133,6 +134,12 @@ struct refine_options {
 
 namespace detail {
 
+/// The longest item and the sum of the lengths of an instance.
+struct length_totals {
+  length_t longest = 0;
+  std::uint64_t sum = 0;
+};
+
 /// Shared state of one refine run: units, their bins, per-bin counts and the slot keys that
 /// give the final slot order (existing items keep their slot, moved ones are appended in
 /// the order they arrive).
@@ -140,14 +147,19 @@ struct refine_state {
   const units* u = nullptr;
   std::vector<rank_t> unit_bin;
   std::vector<std::uint64_t> counts;  // items per bin
-  std::vector<std::uint64_t> key;     // per item: start slot (< n), or n + arrival sequence
+  /// Per item: start slot (< n), or n + arrival sequence. Empty when the result comes from
+  /// `build_compact`, which needs only the arrivals (the additive search with an order-free fold).
+  std::vector<std::uint64_t> key;
   std::uint64_t next_key = 0;
   std::vector<item_id> arrivals;   // arrivals[j]: the item that received key n + j
   std::vector<rank_t> arrived_in;  // arrived_in[j]: the bin arrivals[j] went to
-  /// Hint to `refine_additive`: the start's slots probably run by cost descending within every
+  /// Hint to `refine_additive`: this start's slots probably run by cost descending within every
   /// bin (an `lpt` start), so its units sorted by cost come from the slots reversed, checked,
-  /// instead of a global sort. Only a speed hint: the check falls back to the sort.
-  bool slots_by_cost = false;
+  /// instead of a global sort. Only a speed hint: the check falls back to the sort. Units must
+  /// be items, still in the start's bins.
+  const assignment* start_by_cost = nullptr;
+  /// The items' longest length and Σ lengths, when the caller folded them already.
+  std::optional<length_totals> lengths;
 
   void move_unit(std::uint32_t k, rank_t to) { move_unit(k, unit_bin[k], to); }
   /// `move_unit` when the caller knows the unit's bin `from` (no read of `unit_bin`, a cache
@@ -157,23 +169,36 @@ struct refine_state {
     counts[to] += u->size(k);
     unit_bin[k] = to;
     u->for_each(k, [&](item_id i) {
-      key[i] = next_key++;
+      if (!key.empty()) key[i] = next_key;
+      ++next_key;
       arrivals.push_back(i);
       arrived_in.push_back(to);
     });
   }
 
-  /// The assignment the keys describe, built from a valid `start` whose bin b holds
+  /// The assignment the arrivals describe, built from a valid `start` whose bin b holds
   /// `start_begin[b + 1] − start_begin[b]` items: an item that never moved keeps its bin and its
   /// slot minus the number of its bin's items below it that left (a table of the new slots by
-  /// start position), then the arrivals follow in key order. `visit(bin, item)` is called for every item, in item
-  /// order for the stayers, then in arrival order — for folds whose result does not depend on
-  /// the order. O(n + bins), no scatter by slot.
+  /// start position), then the items that moved follow in the order of their last arrivals.
+  /// `visit(bin, item)` is called for every item, in item order for the stayers, then in
+  /// arrival order — for folds whose result does not depend on the order. O(n + bins), no
+  /// scatter by slot; reads no keys.
   template <class Visit>
   [[nodiscard]] assignment build_compact(const assignment& start, std::span<const std::uint32_t> start_begin,
                                          Visit&& visit) const {
-    const std::size_t n = key.size();
+    const std::size_t n = start.size();
     const rank_t bins = start.bins;
+    // Arrival j is its item's last when no later arrival moves the item again.
+    std::vector<std::uint8_t> last(arrivals.size(), 0);
+    {
+      std::vector<std::uint64_t> seen(n / 64 + 1, 0);
+      for (std::size_t j = arrivals.size(); j-- > 0;) {
+        const item_id i = arrivals[j];
+        const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+        last[j] = (seen[i >> 6] & bit) == 0;
+        seen[i >> 6] |= bit;
+      }
+    }
     // Per start position (start_begin[bin] + slot): the stayer's new slot — its slot minus the
     // positions of its bin below it that emptied — or `left`; one sequential pass per bin, then
     // one lookup per item (no per-item count of the emptied positions).
@@ -181,9 +206,8 @@ struct refine_state {
     std::vector<std::uint32_t> new_slot(n, 0);
     std::vector<std::uint32_t> gone_in(bins, 0);
     for (std::size_t j = 0; j < arrivals.size(); ++j) {
-      const item_id i = arrivals[j];
-      if (key[i] != n + j) continue;  // moved again later: counted once, at its last arrival
-      const location l = start.where[i];
+      if (last[j] == 0) continue;  // moved again later: counted once, at its last arrival
+      const location l = start.where[arrivals[j]];
       new_slot[std::size_t{start_begin[l.rank]} + l.slot] = left;
       ++gone_in[l.rank];
     }
@@ -204,8 +228,8 @@ struct refine_state {
     std::vector<std::uint32_t> next_slot(bins);
     for (rank_t b = 0; b < bins; ++b) next_slot[b] = start_begin[std::size_t{b} + 1] - start_begin[b] - gone_in[b];
     for (std::size_t j = 0; j < arrivals.size(); ++j) {
+      if (last[j] == 0) continue;
       const item_id i = arrivals[j];
-      if (key[i] != n + j) continue;
       const rank_t b = arrived_in[j];
       a.where[i] = location{b, next_slot[b]++};
       visit(b, i);
@@ -292,16 +316,14 @@ concept stats_folded = std::same_as<typename C::state, batch_stats> && requires 
   { &C::empty } -> std::same_as<decltype(&mmbal::cost::stats_cost_base::empty)>;
 };
 
-/// True when `C`'s state of any batch of `weights` is the same whatever order the items are
-/// folded in: a `stats_folded` cost with n · (max l)² < 2^53 (every Σl² partial sum is then an
-/// exact integer). O(n).
+/// True when `C`'s state of any batch of n items no longer than `longest` is the same whatever
+/// order the items are folded in: a `stats_folded` cost with n · longest² < 2^53 (every Σl²
+/// partial sum is then an exact integer). O(1).
 template <class C>
-[[nodiscard]] bool stats_fold_exact(std::span<const length_t> weights) {
+[[nodiscard]] bool stats_fold_exact(length_t longest, std::size_t n) {
   if constexpr (stats_folded<C>) {
-    length_t longest = 0;
-    for (const length_t l : weights) longest = std::max(longest, l);
     const double dl = longest;
-    return dl * dl * static_cast<double>(weights.size()) < 0x1p53;  // rounding is monotone
+    return dl * dl * static_cast<double>(n) < 0x1p53;  // rounding is monotone
   } else {
     return false;
   }
@@ -324,9 +346,11 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 /// Long enumerations come from a cached prefix of the order — the p least bins, kept sorted
 /// across steps (a step changes two bins: O(p) to move them), formed when an enumeration goes
 /// past 32 bins and refilled from the min-heap's walk at twice the length when one runs past
-/// its end. The search enumerates the same light bins step after step (on a 2,560-rank image
-/// phase, hundreds per step near the end), and the heap's walk cost a quarter of `refine`'s
-/// time there (bench/RESULTS.md "Session 22 — skipping partners by cost class").
+/// its end — or, once that length reaches an eighth of the bins, by sorting them all. The
+/// search enumerates the same light bins step after step (on a 2,560-rank image phase, hundreds
+/// per step near the end), and the heap's walk cost a quarter of `refine`'s time there
+/// (bench/RESULTS.md "Session 22 — skipping partners by cost class"); its last step enumerates
+/// nearly every bin, which the walk took ≈ 60 ns per bin for ("Session 25").
 class load_order {
  public:
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
@@ -385,10 +409,21 @@ class load_order {
   /// with no prefix (most steps try one or two partners: keeping a prefix would cost more).
   static constexpr std::size_t uncached_walk = 32;
   /// Refills the prefix with the 2 · max(p, position) (at least 64) least bins from the
-  /// min-heap's walk — going on with the walk that filled it when no bin changed since.
+  /// min-heap's walk — going on with the walk that filled it when no bin changed since — or,
+  /// from an eighth of the bins on, with every bin, sorted (O(d log d), where the walk's
+  /// frontier heap costs O(log k) per bin with a large constant).
   void extend() {
     if (whole_) return;
     const std::size_t want = std::max<std::size_t>(2 * uncached_walk, 2 * std::max(prefix_.size(), at_));
+    if (want >= cached_.size() / 8) {
+      prefix_.resize(cached_.size());
+      for (rank_t b = 0; b < cached_.size(); ++b) prefix_[b] = bin_key{min_.key(b), b};
+      std::sort(prefix_.begin(), prefix_.end());
+      std::fill(cached_.begin(), cached_.end(), std::uint8_t{1});
+      synced_ = false;
+      whole_ = true;
+      return;
+    }
     if (!synced_) {
       for (const bin_key& k : prefix_) cached_[k.bin] = 0;
       prefix_.clear();
@@ -499,6 +534,8 @@ struct packed_entry {
   // Through 32 bits: one conversion instruction, where a 64-bit unsigned one branches.
   [[nodiscard]] double cost() const noexcept { return static_cast<double>(static_cast<std::uint32_t>(key >> 32)); }
   [[nodiscard]] std::uint32_t unit() const noexcept { return static_cast<std::uint32_t>(key); }
+  /// The cost as the integer it is.
+  [[nodiscard]] std::uint32_t length() const noexcept { return static_cast<std::uint32_t>(key >> 32); }
   /// The least entry of cost ≥ `cost` (any double: at most 0 gives the first entry, 2^32 or
   /// more one above every entry, as units are below 2^32 − 1).
   [[nodiscard]] static packed_entry at_least(double cost) noexcept {
@@ -589,8 +626,16 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   static_assert(!std::same_as<entry, packed_entry> || std::same_as<C, mmbal::cost::tokens>,
                 "packed entries hold integral costs: tokens without groups only");
   // One pass: unit costs, and what the search and the order below need of them (the same
-  // values, in the same unit order, as separate passes would give).
-  std::vector<double> unit_cost(u.count);
+  // values, in the same unit order, as separate passes would give). With packed entries (`tokens`
+  // without groups) a unit's cost is its item's length: no array of them.
+  constexpr bool costs_are_lengths = std::same_as<entry, packed_entry>;
+  std::vector<double> unit_cost(costs_are_lengths ? 0 : u.count);
+  auto cost_of_unit = [&](std::uint32_t k) {
+    if constexpr (costs_are_lengths)
+      return static_cast<double>(weights[k]);
+    else
+      return unit_cost[k];
+  };
   // Integral costs (tokens): every exchanged amount is a whole number, so a partner within 1
   // of the top admits nothing, and the top cannot go below ⌈Σ / d⌉.
   bool integral = true, non_negative = true;
@@ -601,17 +646,20 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       // A unit's cost is its length: integral and ≥ 0; the double partial sums are exact below
       // 2^53, so when the integer Σ is below 2^52 it is the same total (a plain loop the compiler
       // vectorises; otherwise the general pass below).
-      std::uint64_t sum = 0;
-      length_t longest = 0;
-      for (std::uint32_t k = 0; k < u.count; ++k) {
-        unit_cost[k] = static_cast<double>(weights[k]);
-        sum += weights[k];
-        longest = std::max(longest, weights[k]);
+      length_totals t;
+      if (costs_are_lengths && st.lengths) {
+        t = *st.lengths;
+      } else {
+        for (std::uint32_t k = 0; k < u.count; ++k) {
+          if constexpr (!costs_are_lengths) unit_cost[k] = static_cast<double>(weights[k]);
+          t.sum += weights[k];
+          t.longest = std::max(t.longest, weights[k]);
+        }
       }
-      summed = sum < (std::uint64_t{1} << 52);
+      summed = t.sum < (std::uint64_t{1} << 52);
       if (summed) {
-        total = static_cast<double>(sum);
-        max_cost = longest;
+        total = static_cast<double>(t.sum);
+        max_cost = t.longest;
       }
     }
   }
@@ -621,7 +669,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       c += cost.item(weights[k]);
     else
       u.for_each(k, [&](item_id i) { c += cost.item(weights[i]); });
-    unit_cost[k] = c;
+    if constexpr (!costs_are_lengths) unit_cost[k] = c;
     // c == ⌊c⌋ for |c| < 2^52, without a libm call (the conversion is exact there).
     integral = integral && std::abs(c) < 0x1p52 && c == static_cast<double>(static_cast<std::int64_t>(c));
     non_negative = non_negative && c >= 0;
@@ -667,12 +715,11 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       return entry{unit_cost[k], k};
   };
   bool filled = false;
-  if (u.trivial && st.slots_by_cost) {
+  if (u.trivial && st.start_by_cost != nullptr) {
     filled = true;
     for (std::uint32_t k = 0; k < u.count && filled; ++k) {
-      const rank_t b = st.unit_bin[k];
-      const std::uint64_t slot = st.key[k];
-      filled = slot < seg.size[b];  // the keys are the start's slots: 0 .. count − 1 of the bin
+      const auto [b, slot] = st.start_by_cost->where[k];
+      filled = slot < seg.size[b];  // the start's slots: 0 .. count − 1 of the bin
       if (filled) seg.pool[seg.begin[b] + seg.size[b] - 1 - slot] = entry_of(k);
     }
     std::uint64_t unsorted = 0;
@@ -716,11 +763,11 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
     if (integral && max_cost < 0x1p32 && floor_of_max >= 0 && non_negative) {
       std::vector<std::uint64_t> spare;
       words.resize(u.count);
-      for (std::uint32_t k = 0; k < u.count; ++k) words[k] = (static_cast<std::uint64_t>(unit_cost[k]) << 32) | k;
+      for (std::uint32_t k = 0; k < u.count; ++k) words[k] = (static_cast<std::uint64_t>(cost_of_unit(k)) << 32) | k;
       mmbal::detail::sort_packed(words, spare, static_cast<std::uint64_t>(max_cost));
     } else {
       std::vector<std::uint64_t> order_key(u.count);
-      for (std::uint32_t k = 0; k < u.count; ++k) order_key[k] = double_order_key(unit_cost[k]);
+      for (std::uint32_t k = 0; k < u.count; ++k) order_key[k] = double_order_key(cost_of_unit(k));
       order = mmbal::detail::order_by_key(order_key);  // ties: ascending unit
     }
     std::fill(seg.size.begin(), seg.size.end(), 0u);
@@ -728,7 +775,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
     auto place = [&](std::uint32_t k) {  // loads fold in each bin's (cost, unit) order
       const rank_t b = st.unit_bin[k];
       seg.pool[seg.begin[b] + seg.size[b]++] = entry_of(k);
-      load[b] += unit_cost[k];
+      load[b] += cost_of_unit(k);
     };
     if (!words.empty())
       for (const std::uint64_t w : words) place(static_cast<std::uint32_t>(w & 0xffffffffu));
@@ -757,10 +804,15 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   class_filter filter;
   auto build_classes = [&] {
     classes_pending = false;
-    classes = cost_classes(unit_cost, bins, integral && non_negative);
-    if (!classes.on()) return;
-    for (rank_t b = 0; b < bins; ++b)
-      for (const entry& e : seg.of(b)) classes.add(b, e.cost());
+    if constexpr (costs_are_lengths) {
+      classes = cost_classes(weights, static_cast<length_t>(max_cost), bins);  // max_cost: the longest item
+      if (!classes.on()) return;
+      for (rank_t b = 0; b < bins; ++b) classes.hold(b, seg.of(b), [](const entry& e) { return e.length(); });
+    } else {
+      classes = cost_classes(unit_cost, bins, integral && non_negative);
+      if (!classes.on()) return;
+      for (rank_t b = 0; b < bins; ++b) classes.hold(b, seg.of(b), [](const entry& e) { return e.cost(); });
+    }
     seg.classes = &classes;
   };
 
@@ -929,10 +981,9 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
     for (rank_t t = by_load.next(); t != no_bin; t = by_load.next()) {
       if (t == h) continue;
       const double lt = load[t];
-      if (!(lt + quantum < lh)) break;  // this partner and all heavier ones admit nothing
-      const std::span<const entry> tc = seg.of(t);
+      if (!(lt + quantum < lh)) break;   // this partner and all heavier ones admit nothing
       if (tried >= opts.max_partners) {  // beyond the window: pay from the shared budget
-        const std::uint64_t cost_here = hc.size() + tc.size();
+        const std::uint64_t cost_here = hc.size() + seg.size[t];
         if (extended_left < cost_here) break;
         extended_left -= cost_here;
       }
@@ -944,6 +995,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
           if (!filter.admits(classes, t, lh - lt)) continue;
         }
       }
+      const std::span<const entry> tc = seg.of(t);
       const double half = (lh - lt) / 2;
       auto consider = [&](const entry& out, const entry& in, double new_h, double new_t) {
         const double q = std::max(new_h, new_t);
@@ -1037,7 +1089,7 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
           const double q = std::max(new_h, new_t);
           if (!(q < lh) || (has_cap && new_t > cap)) return false;
           if (!best.found || q < best.quality) {
-            auto cost_of = [&](std::uint32_t k) { return k == none ? 0.0 : unit_cost[k]; };
+            auto cost_of = [&](std::uint32_t k) { return k == none ? 0.0 : cost_of_unit(k); };
             best = refine_exchange{true,
                                    q,
                                    new_h,
@@ -1496,20 +1548,26 @@ template <batch_cost C>
   const std::size_t n = weights.size();
   // One pass validates the start (ranks < bins, each bin's slots exactly 0..size−1) and lists
   // every bin's items in slot order, the order `bin_loads` folds them in.
+  // The same pass folds the lengths' maximum and sum (each further pass over the weights is
+  // a read of n words from beyond the caches on large inputs).
   std::vector<std::uint32_t> bin_begin(std::size_t{bins} + 1, 0);
-  for (const location& l : start.where) {
+  detail::length_totals lengths;
+  for (item_id i = 0; i < n; ++i) {
+    const location l = start.where[i];
     if (l.rank >= bins) {
       start.validate();  // throws, naming the item
       mmbal::detail::throw_invalid(name, ": start rank ", l.rank, " >= bins ", bins);
     }
     ++bin_begin[std::size_t{l.rank} + 1];
+    lengths.longest = std::max(lengths.longest, weights[i]);
+    lengths.sum += weights[i];
   }
   for (rank_t b = 0; b < bins; ++b) bin_begin[std::size_t{b} + 1] += bin_begin[b];
   // When the cost's fold does not depend on the item order (`stats_fold_exact`: every built-in
   // cost unless n · (max l)² ≥ 2^53), the slots are checked with a bitmap and the loads folded in
   // item order; otherwise every bin's items are listed in slot order, the order `bin_loads`
   // folds them in.
-  const bool order_free = detail::stats_fold_exact<C>(weights);
+  const bool order_free = detail::stats_fold_exact<C>(lengths.longest, n);
   // `tokens` with an order-free fold: Σ l ≤ n · (max l)² < 2^53, so every load the search tracks
   // (a sum of a subset of the integer item costs) is exact and equals what `bin_loads` folds;
   // the search only takes steps whose new loads are below the top's and within the capacity,
@@ -1529,8 +1587,12 @@ template <batch_cost C>
   const detail::units u = detail::make_units(n, limits.groups);
   detail::refine_state st;
   st.u = &u;
+  st.lengths = lengths;
   st.unit_bin.resize(u.count);
-  st.key.resize(n);
+  // The additive search with an order-free fold ends in `build_compact`, which reads no keys:
+  // none are kept (n words fewer to write, and fresh memory is a page fault per 4 KiB).
+  const bool keyless = additive_cost<C> && order_free;
+  if (!keyless) st.key.resize(n);
   if (order_free) {
     std::vector<std::uint64_t> taken(n / 64 + 1, 0);
     // Checks item i's slot and, in the same pass, keeps its start slot (its key) and, when units
@@ -1540,7 +1602,7 @@ template <batch_cost C>
       const std::uint64_t bit = std::uint64_t{1} << (at & 63);
       if (l.slot >= bin_begin[std::size_t{l.rank} + 1] - bin_begin[l.rank] || (taken[at >> 6] & bit) != 0) bad_slot(i);
       taken[at >> 6] |= bit;
-      st.key[i] = l.slot;
+      if (!keyless) st.key[i] = l.slot;
       if (u.trivial) st.unit_bin[i] = l.rank;
     };
     if (fold_start) {
@@ -1564,7 +1626,7 @@ template <batch_cost C>
   }
   st.counts.assign(bins, 0);
   st.next_key = n;
-  st.slots_by_cost = true;
+  st.start_by_cost = &start;
   if (!order_free)  // the pass above kept them otherwise
     for (item_id i = 0; i < n; ++i) {
       st.key[i] = start.where[i].slot;
@@ -1610,6 +1672,9 @@ template <batch_cost C>
   else
     detail::refine_general(st, weights, cost, limits, cb, bins, opts);
 
+  // `build_compact` reads only the arrivals: freeing the units' bins first lets its table of
+  // new slots reuse their memory (a smaller peak, fewer fresh pages).
+  if (order_free) st.unit_bin = {};
   if (exact_loads) return st.build_compact(start, bin_begin, [](rank_t, item_id) {});
   // Safety net against rounding of the incremental additive loads: the result's loads are
   // folded in slot order while it is built, exactly as `bin_loads` folds them.

@@ -29,17 +29,61 @@ class cost_classes {
 
   cost_classes() = default;
 
-  /// The classes of `unit_cost` over `bins` empty bins (`add` fills them); `integral`: every
-  /// cost is a non-negative integer, as the caller already checked. O(n + max cost / 64).
+  /// The classes of `unit_cost` over `bins` empty bins (`add` or `hold` fills them);
+  /// `integral`: every cost is a non-negative integer, as the caller already checked.
+  /// O(n + max cost / 64).
   cost_classes(std::span<const double> unit_cost, rank_t bins, bool integral) {
-    if (!integral || unit_cost.empty()) return;
+    if (!integral) return;
     double costliest = 0;
     for (const double c : unit_cost) costliest = c > costliest ? c : costliest;  // a plain loop, no iterator chase
-    if (!(costliest < max_cost)) return;
+    init(unit_cost, costliest, bins);
+  }
+  /// The classes of unit costs that are the items' `lengths` (`tokens` without groups), the
+  /// longest of which the caller knows. O(n + longest / 64).
+  cost_classes(std::span<const length_t> lengths, length_t longest, rank_t bins) { init(lengths, longest, bins); }
+
+  [[nodiscard]] bool on() const noexcept { return !value_.empty(); }
+  /// The cost of class j.
+  [[nodiscard]] double value(std::uint32_t j) const noexcept { return value_[j]; }
+  /// Bin b now holds a unit of cost `cost` (one of the instance's unit costs).
+  void add(rank_t b, double cost) noexcept {
+    const std::uint32_t j = of(cost);
+    held_[std::size_t{b} * words + (j >> 6)] |= std::uint64_t{1} << (j & 63);
+  }
+  /// Bin b holds the costs `cost_of(x)` (a double or a length, one of the instance's costs) of
+  /// the elements x of `units`, ascending: one lookup per run of equal costs, the bin's set
+  /// kept in registers (the first filling, one pass over every bin's sorted units).
+  template <class Units, class CostOf>
+  void hold(rank_t b, const Units& units, CostOf cost_of) noexcept {
+    std::array<std::uint64_t, words> bits{};
+    std::uint32_t last = std::numeric_limits<std::uint32_t>::max();
+    for (const auto& x : units) {
+      const std::uint32_t v = index(cost_of(x));
+      if (v == last) continue;
+      last = v;
+      const std::uint32_t j = class_of_[v];
+      bits[j >> 6] |= std::uint64_t{1} << (j & 63);
+    }
+    for (std::uint32_t w = 0; w < words; ++w) held_[std::size_t{b} * words + w] |= bits[w];
+  }
+  /// Bin b no longer holds any unit of cost `cost`.
+  void remove(rank_t b, double cost) noexcept {
+    const std::uint32_t j = of(cost);
+    held_[std::size_t{b} * words + (j >> 6)] &= ~(std::uint64_t{1} << (j & 63));
+  }
+  /// Bin b's classes, one bit each.
+  [[nodiscard]] std::span<const std::uint64_t, words> held(rank_t b) const noexcept {
+    return std::span<const std::uint64_t, words>(held_.data() + std::size_t{b} * words, words);
+  }
+
+ private:
+  template <class Cost>
+  void init(std::span<const Cost> unit_cost, Cost costliest, rank_t bins) {
+    if (unit_cost.empty() || !(costliest < max_cost)) return;
     const auto top = static_cast<std::size_t>(costliest);
     std::vector<std::uint64_t> seen(top / 64 + 1, 0);
-    for (const double c : unit_cost) {
-      const auto v = static_cast<std::uint32_t>(static_cast<std::int32_t>(c));  // c in [0, 2^20)
+    for (const Cost c : unit_cost) {
+      const std::uint32_t v = index(c);
       seen[v >> 6] |= std::uint64_t{1} << (v & 63);
     }
     std::size_t distinct = 0;
@@ -55,31 +99,13 @@ class cost_classes {
       }
     held_.assign(std::size_t{bins} * words, 0);
   }
-
-  [[nodiscard]] bool on() const noexcept { return !value_.empty(); }
-  /// The cost of class j.
-  [[nodiscard]] double value(std::uint32_t j) const noexcept { return value_[j]; }
-  /// Bin b now holds a unit of cost `cost` (one of the instance's unit costs).
-  void add(rank_t b, double cost) noexcept {
-    const std::uint32_t j = of(cost);
-    held_[std::size_t{b} * words + (j >> 6)] |= std::uint64_t{1} << (j & 63);
-  }
-  /// Bin b no longer holds any unit of cost `cost`.
-  void remove(rank_t b, double cost) noexcept {
-    const std::uint32_t j = of(cost);
-    held_[std::size_t{b} * words + (j >> 6)] &= ~(std::uint64_t{1} << (j & 63));
-  }
-  /// Bin b's classes, one bit each.
-  [[nodiscard]] std::span<const std::uint64_t, words> held(rank_t b) const noexcept {
-    return std::span<const std::uint64_t, words>(held_.data() + std::size_t{b} * words, words);
-  }
-
- private:
   // The instance's costs are integers in [0, 2^20): the signed conversion is exact (and one
   // instruction, where the unsigned 64-bit one branches).
-  [[nodiscard]] std::uint32_t of(double cost) const noexcept {
-    return class_of_[static_cast<std::uint32_t>(static_cast<std::int32_t>(cost))];
+  [[nodiscard]] static std::uint32_t index(double cost) noexcept {
+    return static_cast<std::uint32_t>(static_cast<std::int32_t>(cost));
   }
+  [[nodiscard]] static std::uint32_t index(length_t cost) noexcept { return cost; }
+  [[nodiscard]] std::uint32_t of(double cost) const noexcept { return class_of_[index(cost)]; }
 
   std::vector<double> value_;           // class → cost, ascending
   std::vector<std::uint8_t> class_of_;  // cost → class (only the instance's costs are read)
