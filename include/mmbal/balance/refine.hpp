@@ -350,7 +350,8 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 /// search enumerates the same light bins step after step (on a 2,560-rank image phase, hundreds
 /// per step near the end), and the heap's walk cost a quarter of `refine`'s time there
 /// (bench/RESULTS.md "Session 22 — skipping partners by cost class"); its last step enumerates
-/// nearly every bin, which the walk took ≈ 60 ns per bin for ("Session 25").
+/// nearly every bin, at ≈ 60 ns per bin from the walk ("Session 25 — fewer passes and less
+/// fresh memory").
 class load_order {
  public:
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
