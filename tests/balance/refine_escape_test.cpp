@@ -126,17 +126,22 @@ struct property_counts {
   double worst = 0;  // largest max(X+refine) / best − 1
 };
 
-/// Runs every applicable shipped algorithm Y plain and with +refine on one instance and returns,
-/// per X, max(X+refine) / min_Y max(Y) − 1 (NaN where X does not apply). Checks that refine
-/// never raises its start's maximum and that the escapes (two-unit exchanges, re-splits, then re-differencing)
-/// only continue the descent.
-std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, const char* cost_spec, bool equal,
-                                     std::span<const rank_t> origin) {
+/// Per X, max(X+refine) / best − 1 (NaN where X does not apply), against the best plain shipped
+/// algorithm (`over_plain`) and against the best of every Y and Y+refine (`over_refined`).
+struct excesses {
+  std::vector<double> over_plain, over_refined;
+};
+
+/// Runs every applicable shipped algorithm Y plain and with +refine on one instance and returns
+/// X+refine's excesses. Checks that refine never raises its start's maximum and that the escapes
+/// (two-unit exchanges, re-splits, then re-differencing) only continue the descent.
+excesses excess_over_best(std::span<const length_t> w, rank_t d, const char* cost_spec, bool equal,
+                          std::span<const rank_t> origin) {
   const spec::any_cost cost = spec::parse_cost(cost_spec);
   balance::problem p{w, d};
   if (equal) p.limits.counts.kind = balance::count_cap::mode::equal;
   p.origin = origin;
-  double best = std::numeric_limits<double>::infinity();
+  double best = std::numeric_limits<double>::infinity(), best_plain = best;
   std::vector<double> refined(shipped.size(), std::numeric_limits<double>::quiet_NaN()), plain = refined;
   for (std::size_t x = 0; x < shipped.size(); ++x)
     for (const bool with_refine : {false, true}) {
@@ -154,6 +159,7 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
           },
           cost);
       best = std::min(best, m);
+      if (!with_refine) best_plain = std::min(best_plain, m);
       if (!with_refine) plain[x] = m;
       if (with_refine) {
         refined[x] = m;
@@ -187,36 +193,43 @@ std::vector<double> excess_over_best(std::span<const length_t> w, rank_t d, cons
         CHECK(without_resplit <= top(balance::refine(w, start, c, p.limits, no_escape)));
       },
       cost);
-  for (double& r : refined)
-    if (!std::isnan(r)) r = best > 0 ? r / best - 1 : (r > 0 ? 1.0 : 0.0);
-  return refined;
+  auto over = [&](double b) {
+    std::vector<double> e = refined;
+    for (double& r : e)
+      if (!std::isnan(r)) r = b > 0 ? r / b - 1 : (r > 0 ? 1.0 : 0.0);
+    return e;
+  };
+  return {over(best_plain), over(best)};
 }
 
 }  // namespace
 
-// The issue-13 goal "X+refine never worse than any shipped algorithm within 1e-5" does NOT hold
-// for a local search in general: with the pair re-split (session 11) 0-29 % of (instance, X)
-// pairs per class still end above the best shipped result (9.9 % overall, 7.6 % with the pool
-// re-differencing of sessions 16 and 21; classes with > 3 items
-// per bin ≤ 12 %; up to 2.7 % above with equal counts, where kk's differencing finds partitions
-// no chain of improving exchanges and pair/triple re-splits from X reaches). The counts per
-// class are printed (bench/RESULTS.md "Session 10 — refine", "Session 11 — refine pair
-// re-split"); asserted: what holds for every instance (refine never raises its start's
-// maximum, each escape never ends above the search without it), and the property itself on the
-// classes where it now holds, and on every pair under the padded cost (the same instances with
-// free counts).
-TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the invariants that hold",
+// The issue-13 goal "X+refine is never worse than any other shipped algorithm on the same
+// instance (relative 1e-5)": asserted on every (instance, X) pair against the plain shipped
+// algorithms (lpt, kk, greedy-ascending, tolerance, migrate; padded where the cost is padded).
+// Since session 26 the re-differencing's last pool is the whole instance (≤ 512 items) split in
+// item order, i.e. `kk`'s own partition, so X+refine never ends above `kk` there; before, 6 of
+// the 1,080 pairs ended above it by 1e-5 .. 2.5e-3 (bench/RESULTS.md "Session 26 — the whole
+// instance as the last pool"). The stronger comparison with every Y+refine (another start
+// reaches another local optimum) does not hold for a local search and is counted per class
+// (82 of 1,080 in session 21), and asserted where it holds. Also asserted: refine never raises
+// its start's maximum, and each escape never ends above the search without it.
+TEST_CASE("refine: X+refine against every shipped algorithm, and against every Y+refine (counted)",
           "[balance][refine][property][heavy]") {
   constexpr double tolerance = 1e-5;
   // Class key: (equal counts, items per bin ≤ 3 or d ≤ 2 [tiny], else regular).
-  std::map<std::string, property_counts> counts;
-  auto record = [&](const std::string& cls, const std::vector<double>& excess) {
-    for (std::size_t x = 0; x < excess.size(); ++x) {
-      if (std::isnan(excess[x])) continue;
+  std::map<std::string, property_counts> counts;  // against every Y and Y+refine
+  std::size_t checked_plain = 0;
+  auto record = [&](const std::string& cls, const excesses& excess) {
+    for (std::size_t x = 0; x < excess.over_plain.size(); ++x) {
+      if (std::isnan(excess.over_plain[x])) continue;
+      INFO(cls << " " << shipped[x] << " excess over the best plain algorithm " << excess.over_plain[x]);
+      CHECK(excess.over_plain[x] <= tolerance);
+      ++checked_plain;
       property_counts& c = counts[cls + " " + shipped[x]];
       ++c.checked;
-      c.worst = std::max(c.worst, excess[x]);
-      if (excess[x] > tolerance) ++c.failed;
+      c.worst = std::max(c.worst, excess.over_refined[x]);
+      if (excess.over_refined[x] > tolerance) ++c.failed;
     }
   };
   // Random instances: d 2..64, 2..32 items per bin (n = d · s + a remainder < d), four shapes.
@@ -291,6 +304,7 @@ TEST_CASE("refine: X+refine against every shipped algorithm (counted), and the i
       padded_checked += c.checked;
     }
   CHECK(padded_checked == 1200);  // 5 algorithms (kk takes no padded cost) × 240 instances
+  CHECK(checked_plain == 2280);   // 1,080 with tokens or attention, 1,200 padded
 }
 
 TEST_CASE("refine: resplit_search finds the best split under count ranges and unit sizes (brute force)",

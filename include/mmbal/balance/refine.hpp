@@ -115,6 +115,17 @@ struct refine_options {
   /// moves and swaps end near the bound, and on near-ties (attention costs) larger pools keep
   /// finding tiny gains at a high price (60 items per bin, 2,560 bins: 14 × the time).
   std::uint32_t redifference_max_units = 128;
+  /// The re-differencing's last pool is the whole instance: while it holds at most this many
+  /// items, the first pool beyond `redifference_max_units` is replaced by every bin (once per
+  /// call). The pool is split in item order, so a pool of every bin is `kk`'s own partition of
+  /// the instance, and `X+refine` then never ends above `kk` (free or equal counts, no groups,
+  /// no capacity; once the whole pool has been tried the top only falls). Its price is one `kk`
+  /// of the instance per call: ≈ 10 × `lpt` with free counts, up to milliseconds with equal
+  /// counts (kk's re-splits). Default 512: the random equal-count instances of
+  /// tests/balance/refine_escape_test.cpp where `X+refine` ended up to 6e-5 above `kk` hold 163
+  /// and 459 items (bench/RESULTS.md "Session 26 — the whole instance as the last pool"). 0
+  /// keeps every pool within `redifference_max_units`.
+  std::uint32_t redifference_whole_units = 512;
   /// Pool re-split (padded costs, no groups, free or fixed counts), their escape when no move or
   /// swap improves: the top bin and the 1, 3, 7, ... lightest other bins (those tied with it
   /// last) split anew among themselves by `padded_binary_search`, taken under the
@@ -909,31 +920,51 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   pool_limits.counts.kind = limits.counts.kind;
   std::vector<rank_t> pool_bins;
   std::vector<length_t> pool_weights;
+  std::vector<std::uint32_t> by_item;  // pool positions in item order
   std::vector<double> part_load;
+  bool whole_pool_tried = false;
   auto redifference = [&](rank_t h, double lh) {
     pool_bins.assign(1, h);
     by_load.restart();
     // Bins in increasing load: the lighter ones first, those tied with the top last (a pool that
     // takes them in can lower the maximum where several bins share it; each must end below it).
     bool bins_left = true;
-    for (std::size_t m = 4;; m *= 2) {
+    auto take_bins = [&](std::size_t m) {
       while (bins_left && pool_bins.size() < m) {
         const rank_t t = by_load.next();
         bins_left = t != no_bin;
         if (bins_left && t != h) pool_bins.push_back(t);
       }
-      if (pool_bins.size() < 3) return false;  // two bins: the pair re-split's case
       pool.clear();
       for (const rank_t b : pool_bins) {
         const std::span<const entry> c = seg.of(b);
         pool.insert(pool.end(), c.begin(), c.end());
       }
-      if (pool.size() > opts.redifference_max_units || pool.size() > redifference_left) return false;
+    };
+    for (std::size_t m = 4;; m *= 2) {
+      take_bins(m);
+      if (pool_bins.size() < 3) return false;  // two bins: the pair re-split's case
+      if (pool.size() > opts.redifference_max_units) {
+        if (whole_pool_tried || weights.size() > opts.redifference_whole_units) return false;
+        take_bins(std::numeric_limits<std::size_t>::max());  // the last pool: every bin
+      }
+      if (pool.size() > redifference_left) return false;
       redifference_left -= pool.size();
+      whole_pool_tried = whole_pool_tried || !bins_left;
+      // `kk` sees the pooled items in item order: on a pool of every bin it returns exactly its
+      // partition of the instance (its ties are broken by position).
+      by_item.resize(pool.size());
+      std::iota(by_item.begin(), by_item.end(), 0u);
+      std::sort(by_item.begin(), by_item.end(),
+                [&](std::uint32_t x, std::uint32_t y) { return pool[x].unit() < pool[y].unit(); });
       pool_weights.clear();
-      for (const entry& e : pool) pool_weights.push_back(weights[e.unit()]);  // a unit is its item
+      for (const std::uint32_t x : by_item) pool_weights.push_back(weights[pool[x].unit()]);  // a unit is its item
       const std::size_t ways = pool_bins.size();
-      const assignment split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
+      const assignment by_item_split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
+      assignment split;  // the same split with the pool's positions
+      split.bins = by_item_split.bins;
+      split.where.resize(pool.size());
+      for (std::size_t j = 0; j < pool.size(); ++j) split.where[by_item[j]] = by_item_split.where[j];
       part_load.assign(ways, 0.0);
       for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].cost();
       bool better = true;
@@ -1497,20 +1528,20 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
 ///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
 ///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
-///   lightest other bins (those tied with it last) split anew by `kk` among themselves, pools of ≤
-///   `redifference_max_units` items, under the same acceptance rule. Padded costs (no groups, free or fixed counts)
+///   lightest other bins (those tied with it last) split anew by `kk` among themselves (given in item order), pools of
+///   ≤ `redifference_max_units` items, under the same acceptance rule; on instances of ≤ `redifference_whole_units`
+///   items the first larger pool is replaced, once per call, by every bin: `kk`'s own partition of the instance, so
+///   once it has been tried the result cannot end above `kk`. Padded costs (no groups, free or fixed counts)
 ///   escape by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other bins (those tied
 ///   with it last) split anew by `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same
 ///   rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long and short items in every
-///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. Not a guarantee of
-///   matching other algorithms: on seeded random and generated instances with 2–32 items per bin, 0–29 % of `X+refine`
-///   results per class, 7.6 % overall (8.5 % before the tied bins joined the re-differencing's pools, 10.3 % before the
-///   re-differencing, 16.7 % before the re-split) end above the best shipped algorithm's maximum by more than 1e-5 (up
-///   to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise; none on the generated instances with free counts for X =
-///   lpt, kk, nor with equal counts for X = lpt, kk) — counted in tests/balance/refine_escape_test.cpp,
-///   bench/RESULTS.md "Session 11 — refine pair re-split", "Session 16 — refine pool re-differencing", "Session 21 —
-///   tied bins in the pool re-differencing". Under the padded cost (free counts, the same instances) none of the 1,200
-///   pairs (bench/RESULTS.md "Session 19").
+///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. On seeded random and
+///   generated instances with 2–32 items per bin `X+refine` ends within 1e-5 of the best plain shipped algorithm on
+///   every one of 2,280 (instance, X) pairs (asserted in tests/balance/refine_escape_test.cpp). Not a guarantee of
+///   matching another start's `Y+refine` (another local optimum): 75 of 1,080 pairs end above the best of every Y and
+///   Y+refine by more than 1e-5 (up to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise) — bench/RESULTS.md
+///   "Session 16 — refine pool re-differencing", "Session 21 — tied bins in the pool re-differencing", "Session 26 —
+///   the whole instance as the last pool"; under the padded cost none of the 1,200 pairs ("Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
 ///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
@@ -1521,9 +1552,10 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 ///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
 ///   lightest partner); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes
 ///   of O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
-///   items per pool (padded: ≤ 1,024). Other costs refold bins: per step the 32 costliest units of the top bin and the
-///   32 cheapest of each partner are tried (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops
-///   trying partners after about 4 M unit folds; padded costs
+///   items per pool (padded: ≤ 1,024), and once per call one of the whole instance when it holds ≤ 512 items. Other
+///   costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
+///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit
+///   folds; padded costs
 ///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
 ///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
 ///   padded path of refine"). At most `max_passes` × units steps.
