@@ -1,9 +1,12 @@
 // refine on top of lpt: overhead (same-run baselines: lpt alone, std::sort of the same keys)
 // and quality (max / lower bound before and after) on realistic generated workloads; refine's
 // padded path (same-run baseline: `padded_binary_search` alone) and its quality and time after
-// `lpt` (same-run baselines: `lpt` and `padded_binary_search` alone on the same lengths).
+// `lpt` (same-run baselines: `lpt` and `padded_binary_search` alone on the same lengths); the
+// price of the re-differencing's whole-instance pool on small instances (same-run baselines:
+// `lpt` and `kk` alone).
 #include "omni_step.hpp"
 
+#include <mmbal/balance/karmarkar_karp.hpp>
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
@@ -127,6 +130,33 @@ void BM_lpt_refine_equal(benchmark::State& state) {
   const double lb = equal_count_lower_bound(std::span<const length_t>(w), d, cost::tokens{});
   state.counters["lpt_max_over_eq_lb"] = max_of(bin_loads(a, w, cost::tokens{})) / lb;
   state.counters["refined_max_over_eq_lb"] = max_of(bin_loads(r, w, cost::tokens{})) / lb;
+}
+
+// The re-differencing's whole-instance pool (`refine_options::redifference_whole_units`) on
+// small instances, where it costs one `kk` of the instance. args: n, d, equal counts (0/1), what
+// runs (0 `lpt` alone, 1 `kk` alone: the same-run baselines; 2 `lpt+refine` without the whole
+// pool, 3 with it, the default). Omni LLM lengths, the attention cost of the rows above.
+void BM_whole_pool(benchmark::State& state) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const rank_t d = static_cast<rank_t>(state.range(1));
+  const auto& w = llm_lengths(family::omni, n);
+  const cost::attention c{1.0, 1.0 / 4096};
+  balance::constraints limits;
+  if (state.range(2) != 0) limits.counts.kind = balance::count_cap::mode::equal;
+  balance::refine_options opts;
+  if (state.range(3) == 2) opts.redifference_whole_units = 0;
+  assignment r;
+  for (auto _ : state) {
+    if (state.range(3) == 1) {
+      r = balance::karmarkar_karp{}(w, d, c, limits);
+    } else {
+      r = balance::lpt{}(w, d, c, limits);
+      if (state.range(3) >= 2) r = balance::refine(w, r, c, limits, opts);
+    }
+    benchmark::DoNotOptimize(r);
+  }
+  const double kk_max = max_of(bin_loads(balance::karmarkar_karp{}(w, d, c, limits), w, c));
+  state.counters["max_over_kk"] = max_of(bin_loads(r, w, c)) / kk_max;
 }
 
 // Baseline: std::sort of the same n keys.
@@ -308,6 +338,7 @@ void small_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_lpt)->Apply(small_args);
 BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
+BENCHMARK(BM_whole_pool)->ArgsProduct({{128, 256, 512}, {8, 64}, {0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_lpt_refine)->Apply([](benchmark::internal::Benchmark* b) { padded_instances(b, {}); });
