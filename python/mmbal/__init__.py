@@ -17,6 +17,9 @@ Main entry points:
   (context-parallel token distribution), :func:`bitfield_mask` / :class:`BitfieldMask`
   (Cornstarch's mask, exported as FlexAttention block-mask arrays).
 
+Every count of ranks is at most :data:`max_ranks` (2**24): plans hold per-rank state, so a
+larger count raises :class:`Error` instead of exhausting memory.
+
 See docs/DESIGN.md for the algorithms and the papers they come from.
 """
 
@@ -25,10 +28,11 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _core
-from ._core import AllToAllPlan, BitfieldMask, Error, Workload
+from ._core import AllToAllPlan, BitfieldMask, Error, Workload, max_ranks
 
 __all__ = [
     "Error",
+    "max_ranks",
     "Assignment",
     "AllToAllPlan",
     "balance",

@@ -9,6 +9,8 @@ IntArray = Any  # anything numpy.asarray turns into a 1-D integer array (list, n
 
 class Error(ValueError): ...
 
+max_ranks: int
+
 class AllToAllPlan:
     rank: int
     ranks: int

@@ -755,8 +755,8 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
     every group is a single sample, then appends empty groups (only when the epoch has fewer
     samples than ranks; no sample at all gives no group). Step s gives rank r the group ``s * ranks + r``. Deterministic.
     O(g + ranks · g)."""
-    if ranks <= 0:
-        raise mmbal.Error(f"mmbal.torch.deal_groups: ranks = {ranks} must be > 0")
+    if not 0 < ranks <= mmbal.max_ranks:
+        raise mmbal.Error(f"mmbal.torch.deal_groups: ranks = {ranks} is out of range [1, {mmbal.max_ranks}]")
     out = [list(g) for g in groups if len(g)]
     cost = [float(c) for g, c in zip(groups, costs) if len(g)]
     if len(out) >= ranks:
@@ -787,8 +787,8 @@ class _RankBatchSampler:
                 raise mmbal.Error(f"{type(self).__name__}: pass num_replicas and rank, or initialize torch.distributed")
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
-        if int(num_replicas) <= 0:
-            raise mmbal.Error(f"{type(self).__name__}: num_replicas = {num_replicas} must be > 0")
+        if not 0 < int(num_replicas) <= mmbal.max_ranks:
+            raise mmbal.Error(f"{type(self).__name__}: num_replicas = {num_replicas} is out of range [1, {mmbal.max_ranks}]")
         if not 0 <= int(rank) < int(num_replicas):
             raise mmbal.Error(f"{type(self).__name__}: rank = {rank} not in [0, {num_replicas})")
         self.num_replicas = int(num_replicas)

@@ -155,9 +155,14 @@ std::uint64_t int_in_range(py::handle obj, const char* name, std::uint64_t lo, s
   return v.cast<std::uint64_t>();
 }
 
-/// A count of ranks (or any positive 32-bit count) from a Python int: 1 ≤ value ≤ 2^32 − 1.
+/// A positive 32-bit count (a count cap, a quota, a block size) from a Python int: 1 ≤ value ≤ 2^32 − 1.
 mmbal::rank_t positive_count(py::handle obj, const char* name) {
   return static_cast<mmbal::rank_t>(int_in_range(obj, name, 1, u32_max));
+}
+
+/// A count of ranks from a Python int: 1 ≤ value ≤ `mmbal::max_ranks` (2^24).
+mmbal::rank_t rank_count(py::handle obj, const char* name) {
+  return static_cast<mmbal::rank_t>(int_in_range(obj, name, 1, mmbal::max_ranks));
 }
 
 /// A rank index from a Python int: 0 ≤ value < ranks.
@@ -251,7 +256,7 @@ struct balance_call {
         algorithm(mmbal::spec::parse_algorithm(algorithm_spec)),
         cost(mmbal::spec::parse_cost(cost_spec)) {
     problem.weights = lengths.values;
-    problem.bins = positive_count(ranks_in, "ranks");
+    problem.bins = rank_count(ranks_in, "ranks");
     if (!origin_in.is_none()) {
       origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1});
       if (origin->size() != lengths.size())
@@ -333,7 +338,7 @@ double time_balance(py::handle lengths, py::handle ranks, const std::string& alg
 
 py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handle ranks, py::handle lengths,
                                      const std::string& cost_spec) {
-  const mmbal::assignment a = to_assignment(rank, slot, positive_count(ranks, "ranks"), "assignment");
+  const mmbal::assignment a = to_assignment(rank, slot, rank_count(ranks, "ranks"), "assignment");
   const lengths_view w(lengths, "lengths", u32_max);
   if (w.size() != a.size()) throw_invalid("lengths has ", w.size(), " entries but the assignment has ", a.size());
   const mmbal::spec::any_cost cost = mmbal::spec::parse_cost(cost_spec);
@@ -430,7 +435,7 @@ u64_view item_sizes(py::handle sizes, std::size_t items) {
 
 py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle target_slot, py::handle target_ranks,
                       py::handle sizes, py::handle rank) {
-  const mmbal::rank_t ranks = positive_count(target_ranks, "target.ranks");
+  const mmbal::rank_t ranks = rank_count(target_ranks, "target.ranks");
   const mmbal::assignment target = to_assignment(target_rank, target_slot, ranks, "target");
   const unsigned_view<std::uint32_t> origin(source_rank, "source_rank", ranks - std::uint64_t{1});
   if (origin.size() != target.size())
@@ -447,7 +452,7 @@ py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle
 
 py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
   const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
-  const mmbal::rank_t k = positive_count(k_partitions, "k_partitions");
+  const mmbal::rank_t k = rank_count(k_partitions, "k_partitions");
   const int flag = PyObject_IsTrue(equal_size.ptr());
   if (flag < 0) throw py::error_already_set();
   std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
@@ -700,7 +705,7 @@ struct py_orchestrator {
   static mmbal::orchestrate::orchestrator make(py::handle ranks, py::handle ranks_per_node, py::handle policies,
                                                py::handle threads, py::handle bytes_per_token, bool relabel) {
     mmbal::orchestrate::orchestrator_options o;
-    o.ranks = positive_count(ranks, "ranks");
+    o.ranks = rank_count(ranks, "ranks");
     o.ranks_per_node = rank_index(ranks_per_node, "ranks_per_node", u32_max);
     o.threads = threads.is_none() ? 0 : static_cast<unsigned>(int_in_range(threads, "threads", 0, 1024));
     o.bytes_per_token = positive_count(bytes_per_token, "bytes_per_token");
@@ -816,7 +821,7 @@ py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::ha
                            const std::string& distributor, py::handle seed) {
   const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
   const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::numeric_limits<std::uint64_t>::max());
-  const mmbal::rank_t g = positive_count(ranks, "ranks");
+  const mmbal::rank_t g = rank_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
   const mmbal::spec::any_distributor d = mmbal::spec::parse_distributor(
       distributor, int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max()));
@@ -942,6 +947,8 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
+  m.attr("max_ranks") = mmbal::max_ranks;
+
   m.def("balance", &balance, py::arg("lengths"), py::arg("ranks"), py::arg("algorithm"), py::arg("cost"),
         py::arg("origin"), py::arg("count_cap"), py::arg("capacity"), py::arg("groups"), py::arg("bytes"),
         py::arg("ranks_per_node"),
@@ -955,7 +962,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "validate_assignment",
       [](py::handle rank, py::handle slot, py::handle ranks) {
-        (void)to_assignment(rank, slot, positive_count(ranks, "ranks"), "assignment");
+        (void)to_assignment(rank, slot, rank_count(ranks, "ranks"), "assignment");
       },
       py::arg("rank"), py::arg("slot"), py::arg("ranks"),
       "Raises mmbal.Error unless every rank < ranks and each rank's slots are 0..k-1, each once.");

@@ -41,6 +41,34 @@ TEST_CASE("errors: zero bins", "[balance][errors]") {
   CHECK_THAT(error_of([&] { (void)padded_binary_search{}(w, 0, cost::padded{}); }), Catch::Contains("bins = 0"));
 }
 
+// Above `max_ranks` (2^24) every partitioner used to allocate its per-bin state first: 2^31
+// bins asked for tens of GiB (an OOM kill from Python, `bad_alloc` in the tool).
+TEST_CASE("errors: more bins than max_ranks, named before any allocation", "[balance][errors]") {
+  const std::vector<length_t> w{3, 1, 2};
+  const std::vector<rank_t> origin{0, 1, 0};
+  for (const std::uint64_t bins : {std::uint64_t{max_ranks} + 1, std::uint64_t{1} << 31, std::uint64_t{0xffffffff}}) {
+    const auto d = static_cast<rank_t>(bins);
+    for (const char* spec : {"lpt", "greedy-ascending", "padded", "tolerance:v=1", "conv", "kk", "lpt+refine",
+                             "kk+refine", "migrate:eps=0.1"}) {
+      INFO(spec << " with " << bins << " bins");
+      problem p{w, d};
+      p.origin = origin;
+      CHECK_THAT(error_of([&] { (void)solve(parse_algorithm(spec), cost::padded{}, p); }),
+                 Catch::Contains(std::to_string(bins) + " exceeds 16777216"));
+    }
+    CHECK_THAT(error_of([&] { (void)lpt{}(w, d, cost::tokens{}); }), Catch::Contains("lpt: bins = "));
+    CHECK_THAT(error_of([&] { (void)karmarkar_karp{}(w, d, cost::tokens{}); }), Catch::Contains("exceeds"));
+    CHECK_THAT(error_of([&] {
+                 (void)refine(w, assignment{d, {{0, 0}, {0, 1}, {0, 2}}}, cost::tokens{}, constraints{});
+               }),
+               Catch::Contains("exceeds"));
+  }
+  // The largest count is accepted (one item per bin in the first bins).
+  const assignment a = lpt{}(w, max_ranks, cost::tokens{});
+  CHECK(a.bins == max_ranks);
+  CHECK_NOTHROW(a.validate());
+}
+
 TEST_CASE("errors: tolerance v negative or NaN", "[balance][errors]") {
   const std::vector<length_t> w{3, 1, 2};
   CHECK_THAT(error_of([&] { (void)tolerance_lpt{-1.0}(w, 2, cost::tokens{}); }), Catch::Contains("-1"));

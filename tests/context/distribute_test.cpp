@@ -241,6 +241,7 @@ TEST_CASE("distribution rejects bad input", "[context]") {
   const std::vector<std::uint64_t> w(4, 1);
   REQUIRE_THROWS_WITH(lpt_distributor{}(w, 0), Contains("G = 0"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 128, 0, zigzag_distributor{}), Contains("G = 0"));
+  REQUIRE_THROWS_WITH(lpt_distributor{}(w, rank_t{1} << 31), Contains("G = 2147483648 exceeds"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 0, 2, zigzag_distributor{}), Contains("B = 0"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 600, 128, 2, zigzag_distributor{}), Contains("expected 5"));
   REQUIRE_THROWS_WITH(spec::parse_distributor("ring"), Contains("'ring'"));

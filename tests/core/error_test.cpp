@@ -18,6 +18,20 @@ TEST_CASE("invalid_input is catchable as mmbal::error and std::invalid_argument"
   CHECK_THROWS_AS(mmbal::detail::throw_runtime("x"), mmbal::runtime_failure);
 }
 
+TEST_CASE("checked_ranks accepts 1..max_ranks and names the count otherwise") {
+  CHECK(mmbal::checked_ranks(1, "ranks") == 1);
+  CHECK(mmbal::checked_ranks(mmbal::max_ranks, "ranks") == mmbal::max_ranks);
+  CHECK_THROWS_WITH(mmbal::checked_ranks(0, "--ranks"), "--ranks = 0 (need at least one rank)");
+  CHECK_THROWS_WITH(mmbal::checked_ranks(std::uint64_t{mmbal::max_ranks} + 1, "G"),
+                    "G = 16777217 exceeds 16777216, the most ranks a plan may have");
+  CHECK_THROWS_AS(mmbal::checked_ranks(std::uint64_t{1} << 40, "x"), mmbal::invalid_input);
+  // A hand-made assignment or partition with too many bins is named before O(bins) memory.
+  const mmbal::assignment a{mmbal::rank_t{1} << 31, {{0, 0}}};
+  CHECK_THROWS_WITH(a.validate(), Catch::Contains("assignment: bins = 2147483648 exceeds"));
+  const mmbal::partition p{mmbal::rank_t{1} << 31, {0}};
+  CHECK_THROWS_WITH(p.bin_sizes(), Catch::Contains("partition: bins = 2147483648 exceeds"));
+}
+
 TEST_CASE("assignment round-trips through partition and validates") {
   mmbal::partition p{3, {2, 0, 2, 1, 0}};
   const mmbal::item_id order[] = {4, 3, 2, 1, 0};

@@ -385,6 +385,7 @@ TEST_CASE("orchestrator: edge cases (one rank, one node, no media, no samples)",
 
 TEST_CASE("orchestrator: bad configuration and input are rejected with a clear error", "[orchestrate]") {
   REQUIRE_THROWS_WITH(make(0, 1), Catch::Contains("ranks = 0"));
+  REQUIRE_THROWS_WITH(make(mmbal::max_ranks + 1, 1), Catch::Contains("ranks = 16777217 exceeds 16777216"));
   REQUIRE_THROWS_WITH(make(4, 2, 0), Catch::Contains("bytes_per_token = 0"));
   auto o = make(4, 2);
   REQUIRE_THROWS_WITH(o.set_policy("text", {}), Catch::Contains("'text'"));

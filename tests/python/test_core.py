@@ -261,6 +261,11 @@ def test_plan_bad_input():
         (lambda: mmbal.balance([1, 2], 0), r"ranks = 0 is out of range \[1, "),
         (lambda: mmbal.balance([1, 2], -3), r"ranks = -3 is out of range"),
         (lambda: mmbal.balance([1, 2], 2**40), r"ranks = 1099511627776 is out of range"),
+        # Above max_ranks (2**24) a plan's per-rank state alone exhausted memory (an OOM kill).
+        (lambda: mmbal.balance([1, 2], 2**31), r"ranks = 2147483648 is out of range \[1, 16777216\]"),
+        (lambda: mmbal.balance([1, 2], mmbal.max_ranks + 1), r"ranks = 16777217 is out of range"),
+        (lambda: mmbal.Assignment([0], [0], 2**31), r"ranks = 2147483648 is out of range"),
+        (lambda: mmbal.balanced_partitions([1, 2], 2**25, False), r"k_partitions = 33554432 is out of range"),
         (lambda: mmbal.balance([1, 2], "2"), "ranks: expected an int, got '2'"),
         (lambda: mmbal.balance([1, 2], 2, algorithm="lpt+magic"), "unknown suffix"),
         (lambda: mmbal.balance([1, 2], 2, algorithm="nope"), "unknown algorithm 'nope'"),
@@ -332,6 +337,7 @@ def test_stub_lists_every_public_name_of_the_module():
     stub = os.path.join(os.path.dirname(mmbal.__file__), "_core.pyi")
     tree = ast.parse(open(stub).read())
     stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    stubbed |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}  # constants: max_ranks
     public = {n for n in dir(mmbal._core) if not n.startswith("_")}
     assert public == stubbed
     assert os.path.exists(os.path.join(os.path.dirname(mmbal.__file__), "py.typed"))

@@ -107,6 +107,10 @@ def test_bad_input_raises_mmbal_error():
         mt.TokenBudgetSampler([1, 2], 10, num_replicas=2, rank=2)
     with pytest.raises(mmbal.Error, match="num_replicas = 0"):
         mt.TokenBudgetSampler([1, 2], 10, num_replicas=0, rank=0)
+    with pytest.raises(mmbal.Error, match=r"num_replicas = 2147483648 is out of range \[1, 16777216\]"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas=2**31, rank=0)
+    with pytest.raises(mmbal.Error, match=r"deal_groups: ranks = 16777217 is out of range"):
+        mt.deal_groups([[0]], mmbal.max_ranks + 1, [1.0])
     with pytest.raises(mmbal.Error, match="different lengths"):
         mt.TokenBudgetSampler({"text": [1, 2], "image": [1]}, 10, num_replicas=1, rank=0)
     s = mt.TokenBudgetSampler([1, 2], 10, num_replicas=1, rank=0, seed=1)

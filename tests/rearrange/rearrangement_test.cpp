@@ -105,4 +105,6 @@ TEST_CASE("from_origin lays items out rank-major in id order", "[rearrange]") {
   CHECK_THROWS_WITH(rearrangement::from_origin(bad, to), Catch::Contains("item 2 is rank 2"));
   const mmbal::assignment other{3, to.where};
   CHECK_THROWS_AS(rearrangement::between(mmbal::assignment{2, r.source}, other), mmbal::invalid_input);
+  CHECK_THROWS_WITH((rearrangement{mmbal::rank_t{1} << 31, r.source, r.destination}.validate()),
+                    Catch::Contains("ranks = 2147483648 exceeds"));
 }

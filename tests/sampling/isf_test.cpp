@@ -330,6 +330,7 @@ TEST_CASE("evaluate_grouping: pad and dist ratios computed by hand", "[sampling]
   // Pad: group {100, 50} -> 50 / 200 = 0.25; the others are flat -> mean 0.25 / 3.
   REQUIRE(m.pad_ratio == Approx(0.25 / 3));
   REQUIRE(evaluate_grouping(grouping{}, v, t, 4).groups == 0);
+  REQUIRE_THROWS_WITH(evaluate_grouping(grouping{}, v, t, mmbal::max_ranks + 1), Catch::Contains("exceeds 16777216"));
 }
 
 TEST_CASE("random_grouping: a partition into fixed-size batches", "[sampling][metrics]") {

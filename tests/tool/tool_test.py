@@ -240,6 +240,17 @@ def case_bad_input():
     p = run("generate", "--family", "longctx", "--ranks", "2", "--pack-tokens", "99")
     assert sum(g[1] for line in p.stdout.splitlines() for g in json.loads(line)["segments"]) == 99
     p = run("balance", "--input", good, "--ranks", "0", expect=2)
+    # A rank count above 2^24 was an out-of-memory "internal error" (exit 1) or an OOM kill:
+    # every command that plans now rejects it before allocating, naming the flag.
+    too_many = str(2**24 + 1)
+    for args in (["balance", "--input", good, "--ranks", too_many],
+                 ["orchestrate", "--input", good, "--ranks", too_many],
+                 ["simulate", "--ranks", too_many],
+                 ["isf", "--input", good, "--ranks", too_many, "--qv", "8", "--qt", "8"],
+                 ["generate", "--family", "llava", "--samples", "4", "--ranks", too_many],
+                 ["mask", "--input", good, "--cp", too_many]):
+        p = run(*args, expect=2)
+        assert f"--{'cp' if args[0] == 'mask' else 'ranks'}" in p.stderr and too_many in p.stderr, (args, p.stderr)
     p = run("balance", "--input", os.path.join(TMP, "missing.jsonl"), "--ranks", "4", expect=2)
     assert "missing.jsonl" in p.stderr
 

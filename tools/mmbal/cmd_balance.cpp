@@ -32,7 +32,7 @@ struct balance_options {
 
 int run_balance(const balance_options& o) {
   using namespace mmbal;
-  if (o.ranks == 0) detail::throw_invalid("--ranks: must be > 0");
+  (void)checked_ranks(o.ranks, "--ranks");
   const workload w = tool::read_workload(o.input, o.ranks);
   const phase_items items = phase_items_of(w, o.phase);
   const spec::any_cost cost_fn = spec::parse_cost(o.cost);

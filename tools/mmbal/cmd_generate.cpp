@@ -80,7 +80,7 @@ int run_generate(const generate_state& s) {
   o.multi_image.fraction = s.multi_image_fraction;
   o.multi_image.max_images = s.multi_image_max;
   o.pack_tokens = s.pack_tokens;
-  if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
+  (void)mmbal::checked_ranks(s.ranks, "--ranks");
   if (f == mmbal::family::longctx) {
     if (s.pack_tokens == 0) mmbal::detail::throw_invalid("--pack-tokens 0: a pack needs at least one token");
   } else {

@@ -71,7 +71,7 @@ mmbal::sampling::oversize_policy parse_oversize(const std::string& name, bool au
 
 int run_isf(const isf_state& s) {
   using namespace mmbal::sampling;
-  if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
+  (void)mmbal::checked_ranks(s.ranks, "--ranks");
   if (s.vision != "images" && s.vision != "tokens")
     mmbal::detail::throw_invalid("--vision '", s.vision, "': expected images or tokens");
   if (s.automatic) {

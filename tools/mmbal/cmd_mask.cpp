@@ -35,7 +35,7 @@ mmbal::bit_assignment parse_bits(const std::string& s) {
 }
 
 int run_mask(const mask_state& s) {
-  if (s.cp == 0) mmbal::detail::throw_invalid("--cp 0: the context-parallel group needs at least one rank (G = 0)");
+  (void)mmbal::checked_ranks(s.cp, "--cp (context-parallel group size G)");
   if (s.block == 0) mmbal::detail::throw_invalid("--block 0: blocks need at least one token (B = 0)");
   const mmbal::bit_assignment bits = parse_bits(s.bits);
   const mmbal::spec::any_distributor policy = mmbal::spec::parse_distributor(s.distribute, s.seed);

@@ -55,7 +55,7 @@ void print_table(const mmbal::orchestrate::orchestration& o, double elapsed) {
 }
 
 int run_orchestrate(const orchestrate_state& s) {
-  if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
+  (void)mmbal::checked_ranks(s.ranks, "--ranks");
   const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
   const mmbal::workload w = mmbal::tool::read_workload(s.input, s.ranks);
   mmbal::orchestrate::orchestrator orch(opt);

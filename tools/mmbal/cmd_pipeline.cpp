@@ -256,7 +256,7 @@ int run_pipeline(const pipeline_options& o) {
   } else {
     if (o.input.empty() || o.model.empty())
       mmbal::detail::throw_invalid("give --times FILE, or --input W.jsonl with --model MODEL.json");
-    if (o.ranks == 0) mmbal::detail::throw_invalid("--ranks: must be > 0");
+    (void)mmbal::checked_ranks(o.ranks, "--ranks");
     if (o.micro_batches == 0) mmbal::detail::throw_invalid("--micro-batches: must be > 0");
     const pipeline_model model = read_model(o.model);
     const mmbal::workload w = mmbal::tool::read_workload(o.input, o.ranks);

@@ -153,7 +153,7 @@ void write_svg(const std::string& path, const mmbal::orchestrate::orchestration&
 }
 
 int run_simulate(const simulate_state& s) {
-  if (s.ranks == 0) mmbal::detail::throw_invalid("--ranks 0: need at least one rank");
+  (void)mmbal::checked_ranks(s.ranks, "--ranks");
   if (s.samples_per_rank == 0) mmbal::detail::throw_invalid("--samples-per-rank 0: need at least one sample per rank");
   const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
   if (!(s.tflops > 0)) mmbal::detail::throw_invalid("--tflops ", s.tflops, ": must be > 0");

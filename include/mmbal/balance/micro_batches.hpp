@@ -107,7 +107,7 @@ template <batch_cost C>
 namespace detail {
 
 inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m) {
-  if (ranks == 0) mmbal::detail::throw_invalid(name, ": ranks = 0 (need at least one rank)");
+  if (ranks == 0 || ranks > max_ranks) (void)checked_ranks(ranks, mmbal::detail::concat(name, ": ranks"));
   if (m == 0) mmbal::detail::throw_invalid(name, ": micro_batches = 0 (need at least one micro-batch)");
   if (std::uint64_t{ranks} * m > 0xffffffffull)
     mmbal::detail::throw_invalid(name, ": ranks x micro_batches = ", std::uint64_t{ranks} * m, " exceeds 2^32 - 1");
@@ -129,7 +129,7 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 ///   the spreads of consecutive sorted rounds add up to at most the total spread).
 /// - Complexity: O(n log n + d·m log(d·m)).
 /// - Slot order: the partitioner's (lpt: placement order, heaviest first).
-/// - Errors (`invalid_input`): ranks = 0, micro_batches = 0, ranks × micro_batches ≥ 2^32.
+/// - Errors (`invalid_input`): ranks = 0 or above `max_ranks`, micro_batches = 0, ranks × micro_batches ≥ 2^32.
 /// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
 template <batch_cost C, class P = lpt>

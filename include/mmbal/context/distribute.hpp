@@ -28,9 +28,7 @@ namespace mmbal {
 
 namespace detail {
 
-inline void check_ranks(rank_t ranks) {
-  if (ranks == 0) throw_invalid("context parallel group size G = 0 (must be at least 1)");
-}
+inline void check_ranks(rank_t ranks) { (void)checked_ranks(ranks, "context parallel group size G"); }
 
 inline void check_block_count(std::size_t blocks) {
   if (blocks > std::numeric_limits<std::uint32_t>::max()) throw_invalid(blocks, " blocks exceed 2^32 - 1");
@@ -161,7 +159,7 @@ struct token_distribution {
 /// Distributes T = `tokens` tokens in blocks of `block` tokens whose workloads are
 /// `block_workloads` (one per block, e.g. `block_workloads(mask, block)`) over `ranks` ranks
 /// with distributor `d`. O(distributor + n + G).
-/// @throws invalid_input if G = 0, B = 0, the block count does not match ⌈T/B⌉, or the
+/// @throws invalid_input if G = 0 or above `max_ranks`, B = 0, the block count does not match ⌈T/B⌉, or the
 /// distributor returns a rank ≥ G or a wrong size.
 /// @see Cornstarch §4.3.2.
 template <token_distributor D>

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace mmbal {
@@ -33,6 +34,19 @@ struct location {
   friend constexpr auto operator<=>(const location&, const location&) = default;
 };
 
+/// The most ranks (bins) a plan may have: 2^24 = 16,777,216, far above any data-parallel
+/// world. Every planner keeps O(ranks) state (loads, heaps, split sizes: tens of bytes a rank),
+/// so a mistyped count such as 2^31 would exhaust memory before any other check could name it.
+inline constexpr rank_t max_ranks = rank_t{1} << 24;
+
+/// Checks 1 ≤ `ranks` ≤ `max_ranks`; `what` names the count in the error (`invalid_input`).
+inline rank_t checked_ranks(std::uint64_t ranks, std::string_view what) {
+  if (ranks == 0) detail::throw_invalid(what, " = 0 (need at least one rank)");
+  if (ranks > max_ranks)
+    detail::throw_invalid(what, " = ", ranks, " exceeds ", max_ranks, ", the most ranks a plan may have");
+  return static_cast<rank_t>(ranks);
+}
+
 /// Checks that a count fits the 32-bit id space; `what` names the count in the error.
 inline std::uint32_t checked_count(std::size_t n, const char* what) {
   if (n > std::numeric_limits<std::uint32_t>::max()) detail::throw_invalid(what, " = ", n, " exceeds 2^32 - 1");
@@ -45,8 +59,9 @@ struct partition {
   std::vector<rank_t> bin_of;
 
   /// Number of items per bin. O(n + bins). Throws `invalid_input` naming the item when an
-  /// item's bin is ≥ `bins`.
+  /// item's bin is ≥ `bins`, or naming `bins` when it is above `max_ranks`.
   [[nodiscard]] std::vector<std::uint32_t> bin_sizes() const {
+    if (bins > max_ranks) (void)checked_ranks(bins, "partition: bins");  // before O(bins) memory
     std::vector<std::uint32_t> sizes(bins, 0);
     for (item_id i = 0; i < bin_of.size(); ++i) {
       if (bin_of[i] >= bins) detail::throw_invalid("partition: item ", i, " is in bin ", bin_of[i], " >= bins ", bins);
@@ -135,8 +150,9 @@ struct assignment {
   }
 
   /// Throws `invalid_input` unless every rank is < bins and each bin's slots are 0..k-1
-  /// with no duplicate (every item placed exactly once). O(n + bins).
+  /// with no duplicate (every item placed exactly once), or when bins > `max_ranks`. O(n + bins).
   void validate() const {
+    if (bins > max_ranks) (void)checked_ranks(bins, "assignment: bins");  // before O(bins) memory
     std::vector<std::uint32_t> sizes(bins, 0);
     for (item_id i = 0; i < where.size(); ++i) {
       if (where[i].rank >= bins)

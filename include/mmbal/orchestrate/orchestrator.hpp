@@ -222,9 +222,9 @@ namespace detail {
 /// @see OrchMLLM §6, §5.2.2 Alg. 3, §8.
 class orchestrator {
  public:
-  /// Throws `invalid_input` for ranks = 0 or bytes_per_token = 0.
+  /// Throws `invalid_input` for ranks = 0 or above `max_ranks`, or bytes_per_token = 0.
   explicit orchestrator(orchestrator_options options) : options_(std::move(options)) {
-    if (options_.ranks == 0) mmbal::detail::throw_invalid("orchestrator: ranks = 0 (need at least one rank)");
+    (void)checked_ranks(options_.ranks, "orchestrator: ranks");
     if (options_.bytes_per_token == 0) mmbal::detail::throw_invalid("orchestrator: bytes_per_token = 0 (must be > 0)");
   }
 

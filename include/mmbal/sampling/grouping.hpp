@@ -62,11 +62,11 @@ struct grouping_metrics {
 ///   the groups of one step; averaged over steps. A last, partial step counts with the groups
 ///   it has (idle devices are not counted).
 ///
-/// Complexity O(n + groups). Throws `invalid_input` when ranks = 0, the spans differ in size,
+/// Complexity O(n + groups). Throws `invalid_input` when ranks = 0 or above `max_ranks`, the spans differ in size,
 /// or a member index is out of range. @see OmniBal §4.1, eq. (1)–(2), Table 3.
 [[nodiscard]] inline grouping_metrics evaluate_grouping(const grouping& g, std::span<const length_t> vision,
                                                         std::span<const length_t> text, rank_t ranks) {
-  if (ranks == 0) detail::throw_invalid("evaluate_grouping: ranks = 0");
+  (void)checked_ranks(ranks, "evaluate_grouping: ranks");
   if (vision.size() != text.size())
     detail::throw_invalid("evaluate_grouping: ", vision.size(), " vision sizes but ", text.size(), " text sizes");
   if (g.offsets.empty() || g.offsets.front() != 0 || g.offsets.back() != g.members.size())

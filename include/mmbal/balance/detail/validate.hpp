@@ -15,11 +15,11 @@
 namespace mmbal::balance::detail {
 
 /// Checks the arguments every partitioner shares; `algorithm` names the caller in errors.
-/// Throws `invalid_input` on bins = 0, more than 2^32 − 1 items, a group list of the wrong
+/// Throws `invalid_input` on bins = 0 or above `max_ranks`, more than 2^32 − 1 items, a group list of the wrong
 /// size, a negative/NaN/infinite capacity, or a fixed count cap with cap · bins < n.
 inline void check_problem(const char* algorithm, std::span<const length_t> weights, rank_t bins,
                           const constraints& limits) {
-  if (bins == 0) mmbal::detail::throw_invalid(algorithm, ": bins = 0 (need at least one bin)");
+  if (bins == 0 || bins > max_ranks) (void)checked_ranks(bins, mmbal::detail::concat(algorithm, ": bins"));
   const std::uint32_t n = checked_count(weights.size(), "item count");
   if (!limits.groups.empty() && limits.groups.size() != weights.size())
     mmbal::detail::throw_invalid(algorithm, ": groups has ", limits.groups.size(), " entries but there are ", n,
