@@ -197,6 +197,11 @@ TEST_CASE("split_micro_batches: bad input") {
   CHECK_THROWS_AS(split_micro_batches(w, 2, 0, cost::tokens{}), invalid_input);
   CHECK_THROWS_AS(split_micro_batches(w, 0, 2, cost::tokens{}), invalid_input);
   CHECK_THROWS_WITH(split_micro_batches(w, max_ranks + 1, 1, cost::tokens{}), Catch::Contains("exceeds 16777216"));
+  // The plan holds a cost per (rank, micro-batch): 2 × 2·10⁹ was a bad_alloc in the tool.
+  CHECK_THROWS_WITH(split_micro_batches(w, 2, 2'000'000'000u, cost::tokens{}),
+                    Catch::Contains("ranks x micro_batches = 4000000000 exceeds 16777216"));
+  CHECK_THROWS_WITH(split_micro_batches(w, partition{2, {0, 1, 0}}, 2'000'000'000u, cost::tokens{}),
+                    Catch::Contains("exceeds 16777216"));
   CHECK_THROWS_AS(split_micro_batches(w, 70000, 70000, cost::tokens{}), invalid_input);
   CHECK_THROWS_AS(split_micro_batches(w, partition{2, {0, 1, 0}}, 0, cost::tokens{}), invalid_input);
   const auto empty = split_micro_batches(std::span<const length_t>{}, 3, 2, cost::tokens{});

@@ -251,6 +251,9 @@ def case_bad_input():
                  ["mask", "--input", good, "--cp", too_many]):
         p = run(*args, expect=2)
         assert f"--{'cp' if args[0] == 'mask' else 'ranks'}" in p.stderr and too_many in p.stderr, (args, p.stderr)
+    # So is a (rank, micro-batch) count above it (2 × 2·10⁹ was a bad_alloc, exit 1).
+    p = run("balance", "--input", good, "--ranks", "2", "--micro-batches", "2000000000", expect=2)
+    assert "micro_batches = 4000000000 exceeds 16777216" in p.stderr, p.stderr
     p = run("balance", "--input", os.path.join(TMP, "missing.jsonl"), "--ranks", "4", expect=2)
     assert "missing.jsonl" in p.stderr
 

@@ -109,8 +109,11 @@ namespace detail {
 inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m) {
   if (ranks == 0 || ranks > max_ranks) (void)checked_ranks(ranks, mmbal::detail::concat(name, ": ranks"));
   if (m == 0) mmbal::detail::throw_invalid(name, ": micro_batches = 0 (need at least one micro-batch)");
-  if (std::uint64_t{ranks} * m > 0xffffffffull)
-    mmbal::detail::throw_invalid(name, ": ranks x micro_batches = ", std::uint64_t{ranks} * m, " exceeds 2^32 - 1");
+  // The plan holds a cost per (rank, micro-batch), and the global split balances over that
+  // many bins: the product is a rank count of the plan.
+  if (std::uint64_t{ranks} * m > max_ranks)
+    mmbal::detail::throw_invalid(name, ": ranks x micro_batches = ", std::uint64_t{ranks} * m, " exceeds ", max_ranks,
+                                 ", the most ranks a plan may have");
 }
 
 }  // namespace detail
@@ -129,7 +132,8 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 ///   the spreads of consecutive sorted rounds add up to at most the total spread).
 /// - Complexity: O(n log n + d·m log(d·m)).
 /// - Slot order: the partitioner's (lpt: placement order, heaviest first).
-/// - Errors (`invalid_input`): ranks = 0 or above `max_ranks`, micro_batches = 0, ranks × micro_batches ≥ 2^32.
+/// - Errors (`invalid_input`): ranks = 0 or above `max_ranks`, micro_batches = 0, ranks × micro_batches above
+///   `max_ranks`.
 /// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
 template <batch_cost C, class P = lpt>
