@@ -251,6 +251,24 @@ def case_bad_input():
                  ["mask", "--input", good, "--cp", too_many]):
         p = run(*args, expect=2)
         assert f"--{'cp' if args[0] == 'mask' else 'ranks'}" in p.stderr and too_many in p.stderr, (args, p.stderr)
+    # At the limit a plan may need more memory than the process may have: exit 1 saying so, not
+    # "internal error: std::bad_alloc". (Not under ASan, whose shadow memory needs the address space.)
+    with open(MMBAL, "rb") as f:
+        instrumented = b"__asan_init" in f.read()
+    if not instrumented:
+        import resource
+
+        def limit_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+        p = subprocess.run([MMBAL, "orchestrate", "--input", good, "--ranks", str(2**24), "--ranks-per-node", "1"],
+                           capture_output=True, text=True, preexec_fn=limit_memory)
+        assert p.returncode == 1 and "mmbal: out of memory" in p.stderr, (p.returncode, p.stderr)
+        # Under that limit the tool used to abort before parsing (even --help): the huge-page heap's
+        # 1 GiB pad stayed set, so every growth of the heap asked for more than the limit.
+        p = subprocess.run([MMBAL, "orchestrate", "--input", good, "--ranks", "64", "--ranks-per-node", "8", "--json"],
+                           capture_output=True, text=True, preexec_fn=limit_memory)
+        assert p.returncode == 0 and json.loads(p.stdout)["ranks"] == 64, (p.returncode, p.stderr)
     # So is a (rank, micro-batch) count above it (2 × 2·10⁹ was a bad_alloc, exit 1).
     p = run("balance", "--input", good, "--ranks", "2", "--micro-batches", "2000000000", expect=2)
     assert "micro_batches = 4000000000 exceeds 16777216" in p.stderr, p.stderr

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <streambuf>
 #include <utility>
 #include <vector>
@@ -34,30 +35,35 @@ class redirect {
 
 int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const redirect to_out(std::cout, out), to_err(std::cerr, err);
-  CLI::App app{"mmbal: load balancing for multimodal LLM training"};
-  app.require_subcommand(1);
-  auto& registry = command_registry();
-  std::stable_sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
-  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
-  for (const auto& c : registry) {
-    const std::size_t before = app.get_subcommands({}).size();
-    auto run = c.setup(app);
-    const auto subs = app.get_subcommands({});
-    if (subs.size() > before) commands.emplace_back(subs.back(), std::move(run));
-  }
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e, out, err);
-    return code == 0 ? 0 : 2;
-  }
-  try {
+    CLI::App app{"mmbal: load balancing for multimodal LLM training"};
+    app.require_subcommand(1);
+    auto& registry = command_registry();
+    std::stable_sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+    std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
+    for (const auto& c : registry) {
+      const std::size_t before = app.get_subcommands({}).size();
+      auto run = c.setup(app);
+      const auto subs = app.get_subcommands({});
+      if (subs.size() > before) commands.emplace_back(subs.back(), std::move(run));
+    }
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      const int code = app.exit(e, out, err);
+      return code == 0 ? 0 : 2;
+    }
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();
     return 2;
   } catch (const invalid_input& e) {
     err << "mmbal: error: " << e.what() << '\n';
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Not a defect of the input or of mmbal: the command needs more memory than the process
+    // may have (millions of ranks under a `ulimit -v`, say); say so, not "internal error".
+    err << "mmbal: out of memory: the command needs more memory than this process may allocate\n";
+    return 1;
   } catch (const std::exception& e) {
     err << "mmbal: internal error: " << e.what() << '\n';
     return 1;

@@ -54,7 +54,7 @@ struct huge_page_heap {
 };
 
 /// Makes every thread allocate from glibc's main heap (`M_ARENA_MAX` 1), grows that heap once
-/// by `bytes` (at most 1 GiB) of address space (`M_TOP_PAD`), keeps freed memory in it
+/// by `bytes` (at most 1 GiB) of address space (`M_TOP_PAD`, restored afterwards), keeps freed memory in it
 /// (`M_TRIM_THRESHOLD` −1: never trimmed), serves every block it can hold from it
 /// (`M_MMAP_THRESHOLD` at glibc's largest, 32 MiB: only a larger block that does not fit is
 /// mapped on its own), and advises the grown range `MADV_HUGEPAGE`. Call it first in `main`,
@@ -85,6 +85,10 @@ struct huge_page_heap {
   // A block larger than all free memory of the heap (`fordblks`) makes glibc grow the heap by
   // the block plus the pad, in one piece that the advice then covers.
   void* probe = std::malloc(mallinfo2().fordblks + (std::size_t{1} << 20));
+  // The pad has done its work (or could not: an address-space limit below it). Kept, every
+  // later growth of the heap would ask for `bytes` more, so that a process under `ulimit -v`
+  // could not allocate at all: back to glibc's default, 128 KiB.
+  mallopt(M_TOP_PAD, 128 << 10);
   if (!probe) return out;
   const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(probe) + huge - 1) & ~(huge - 1);
   const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(sbrk(0)) & ~(huge - 1);
