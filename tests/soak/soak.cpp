@@ -143,18 +143,30 @@ void fail(tally& t, const std::string& what) {
       if (!bin_of_group.emplace(groups[i], a.where[i].rank).second && bin_of_group[groups[i]] != a.where[i].rank)
         return fail(t, where + ": a group is split");
   }
-  const bool bad_bound = std::visit(
+  const auto max_of = [&](const assignment& x) {
+    return std::visit(
+        [&](const auto& f) {
+          const std::vector<double> loads = bin_loads(x, weights, f);
+          return loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
+        },
+        c);
+  };
+  const double max = max_of(a);
+  const double lb = std::visit(
       [&](const auto& f) {
-        const std::vector<double> loads = bin_loads(a, weights, f);
-        const double max = loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
-        const double lb = p.limits.counts.kind == balance::count_cap::mode::equal
-                              ? equal_count_lower_bound(weights, bins, f)
-                              : lower_bound(weights, bins, f);
-        if (p.limits.capacity && max > *p.limits.capacity * (1 + 1e-9)) return true;
-        return max < lb * (1 - 1e-9);
+        return p.limits.counts.kind == balance::count_cap::mode::equal ? equal_count_lower_bound(weights, bins, f)
+                                                                       : lower_bound(weights, bins, f);
       },
       c);
-  if (bad_bound) return fail(t, where + ": maximum below the lower bound or above the capacity");
+  if ((p.limits.capacity && max > *p.limits.capacity * (1 + 1e-9)) || max < lb * (1 - 1e-9))
+    return fail(t, where + ": maximum below the lower bound or above the capacity");
+  if (spec.refine) {  // refine never raises its start's maximum (exactly: both folded by bin_loads)
+    spec::algorithm_spec start_spec = spec;
+    start_spec.refine = false;
+    if (max > max_of(spec::solve(start_spec, c, p))) return fail(t, where + ": refine raised the maximum");
+  }
+  // Every rank computes the same plan from the same metadata.
+  if (instance % 4 == 0 && spec::solve(spec, c, p).where != a.where) return fail(t, where + ": not deterministic");
   ++t.ok;
 }
 
