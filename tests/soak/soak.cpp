@@ -2,8 +2,10 @@
 // algorithm and per transport, each checked against the library's invariants —
 // - balancing: the assignment is valid over the bins, honours the count cap, the capacity and
 //   the groups, and its maximum is at least the lower bound (`lower_bound`, or
-//   `equal_count_lower_bound` under equal counts); `invalid_input` is an accepted answer only
-//   for a constraint the algorithm rejects (counted separately);
+//   `equal_count_lower_bound` under equal counts); with `+refine` that maximum is at most the
+//   base algorithm's (exactly), and every 4th instance solved again gives the identical
+//   assignment; `invalid_input` is an accepted answer only for a constraint the algorithm
+//   rejects (counted separately);
 // - transports: a random rearrangement (uneven and zero-byte items, idle ranks) executed by
 //   the loopback transport (single-threaded `run_rearrangement`, and every 16th instance also
 //   through the threaded `loopback_world`) and, when built with MPI, by `mpi_transport`
