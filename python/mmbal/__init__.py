@@ -112,7 +112,7 @@ def balance(lengths, ranks, *, algorithm="lpt", cost="tokens", origin=None, **co
     Args:
         lengths: per-item length in tokens (1-D integers, each in [0, 2**32 - 1]; list, NumPy
             array or CPU torch tensor; contiguous int32 is read in place).
-        ranks: number of ranks (int >= 1).
+        ranks: number of ranks (int, 1 <= ranks <= :data:`max_ranks`).
         algorithm: spec as the ``mmbal`` tool takes it: ``lpt`` (default), ``greedy-ascending``,
             ``padded``, ``tolerance:v=..``, ``conv``, ``kk``, ``migrate:eps=..``, each optionally
             followed by ``+refine``.
@@ -129,8 +129,9 @@ def balance(lengths, ranks, *, algorithm="lpt", cost="tokens", origin=None, **co
         every rank.
 
     Raises:
-        Error: bad lengths (dtype, shape, negative or > 2**32 - 1), ranks <= 0, a spec that
-            does not parse, an unknown constraint, an infeasible or unsupported constraint.
+        Error: bad lengths (dtype, shape, negative or > 2**32 - 1), ranks outside [1,
+            max_ranks], a spec that does not parse, an unknown constraint, an infeasible or
+            unsupported constraint.
 
     Complexity: that of the algorithm (``lpt``: O(n log n)); the GIL is released meanwhile.
     """
@@ -192,7 +193,7 @@ def balanced_partitions(seqlen_list, k_partitions, equal_size):
 
     Raises:
         Error: fewer items than ``k_partitions``, ``equal_size`` with a length not divisible
-        by ``k_partitions`` (where verl asserts), a negative or > 2**53 weight, k_partitions < 1,
+        by ``k_partitions`` (where verl asserts), a negative or > 2**53 weight, k_partitions < 1 or above :data:`max_ranks`,
         a non-integer or non-1-D input.
     """
     return _core.balanced_partitions(seqlen_list, k_partitions, equal_size)

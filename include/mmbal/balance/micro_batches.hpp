@@ -132,8 +132,8 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
 ///   the spreads of consecutive sorted rounds add up to at most the total spread).
 /// - Complexity: O(n log n + d·m log(d·m)).
 /// - Slot order: the partitioner's (lpt: placement order, heaviest first).
-/// - Errors (`invalid_input`): ranks = 0 or above `max_ranks`, micro_batches = 0, ranks × micro_batches above
-///   `max_ranks`.
+/// - Errors (`invalid_input`): ranks = 0 or above `max_ranks`, micro_batches = 0,
+///   ranks × micro_batches above `max_ranks`.
 /// @see docs/DESIGN.md §5.1; OrchMLLM §5.1 (balancing is per micro-batch when gradients are
 ///      accumulated); DistTrain §6.1–6.2.
 template <batch_cost C, class P = lpt>

@@ -45,7 +45,8 @@ requires partitioner<P, C> || problem_partitioner<P, C>
 }
 
 /// Throws `invalid_input` unless the problem's spans agree with each other and the bin count
-/// (0 < bins ≤ `max_ranks`, origin empty or one rank < bins per item, item_bytes empty or one per item). O(n).
+/// (0 < bins ≤ `max_ranks`, origin empty or one rank < bins per item, item_bytes empty or one
+/// per item). O(n).
 inline void check_problem_spans(const problem& p) {
   (void)checked_ranks(p.bins, "balance: bins");
   checked_count(p.weights.size(), "item count");

@@ -159,8 +159,8 @@ struct token_distribution {
 /// Distributes T = `tokens` tokens in blocks of `block` tokens whose workloads are
 /// `block_workloads` (one per block, e.g. `block_workloads(mask, block)`) over `ranks` ranks
 /// with distributor `d`. O(distributor + n + G).
-/// @throws invalid_input if G = 0 or above `max_ranks`, B = 0, the block count does not match ⌈T/B⌉, or the
-/// distributor returns a rank ≥ G or a wrong size.
+/// @throws invalid_input if G = 0 or above `max_ranks`, B = 0, the block count does not match
+/// ⌈T/B⌉, or the distributor returns a rank ≥ G or a wrong size.
 /// @see Cornstarch §4.3.2.
 template <token_distributor D>
 [[nodiscard]] token_distribution distribute_tokens(std::span<const std::uint64_t> block_workloads, std::uint64_t tokens,

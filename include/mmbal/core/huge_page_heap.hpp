@@ -54,11 +54,11 @@ struct huge_page_heap {
 };
 
 /// Makes every thread allocate from glibc's main heap (`M_ARENA_MAX` 1), grows that heap once
-/// by `bytes` (at most 1 GiB) of address space (`M_TOP_PAD`, restored afterwards), keeps freed memory in it
-/// (`M_TRIM_THRESHOLD` −1: never trimmed), serves every block it can hold from it
-/// (`M_MMAP_THRESHOLD` at glibc's largest, 32 MiB: only a larger block that does not fit is
-/// mapped on its own), and advises the grown range `MADV_HUGEPAGE`. Call it first in `main`,
-/// before any thread starts; growth beyond `bytes` is not advised.
+/// by `bytes` (at most 1 GiB) of address space (`M_TOP_PAD`, then back to glibc's 128 KiB),
+/// keeps freed memory in it (`M_TRIM_THRESHOLD` −1: never trimmed), serves every block it can
+/// hold from it (`M_MMAP_THRESHOLD` at glibc's largest, 32 MiB: only a larger block that does
+/// not fit is mapped on its own), and advises the grown range `MADV_HUGEPAGE`. Call it first in
+/// `main`, before any thread starts; growth beyond `bytes` is not advised.
 ///
 /// Why: a fresh plan writes tens of MB that are new to the process, and on some machines a
 /// first touch of a 4 KiB page costs 10 µs or more (bench/RESULTS.md "Session 16 — a huge-page

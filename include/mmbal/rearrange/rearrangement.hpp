@@ -18,7 +18,8 @@ namespace mmbal {
 namespace detail {
 
 /// Throws unless `where` is a valid slot layout over `ranks` ranks: every rank < ranks and on
-/// each rank the slots are exactly 0..k-1, each used once, and ranks ≤ `max_ranks`. `what` names the side in errors.
+/// each rank the slots are exactly 0..k-1, each used once, and ranks ≤ `max_ranks`. `what`
+/// names the side in errors.
 /// Returns the number of items per rank. O(n + ranks).
 inline std::vector<std::uint32_t> validate_layout(std::span<const location> where, rank_t ranks, const char* what) {
   if (ranks > max_ranks) (void)checked_ranks(ranks, "rearrangement: ranks");  // before O(ranks) memory

@@ -62,8 +62,8 @@ struct grouping_metrics {
 ///   the groups of one step; averaged over steps. A last, partial step counts with the groups
 ///   it has (idle devices are not counted).
 ///
-/// Complexity O(n + groups). Throws `invalid_input` when ranks = 0 or above `max_ranks`, the spans differ in size,
-/// or a member index is out of range. @see OmniBal §4.1, eq. (1)–(2), Table 3.
+/// Complexity O(n + groups). Throws `invalid_input` when ranks = 0 or above `max_ranks`, the
+/// spans differ in size, or a member index is out of range. @see OmniBal §4.1, eq. (1)–(2), Table 3.
 [[nodiscard]] inline grouping_metrics evaluate_grouping(const grouping& g, std::span<const length_t> vision,
                                                         std::span<const length_t> text, rank_t ranks) {
   (void)checked_ranks(ranks, "evaluate_grouping: ranks");

@@ -365,8 +365,8 @@ struct threshold_search_result {
 /// whose average batch is closest to the target wins. Ties go to the earlier candidate (the
 /// statistical pair, then Qt scales outer, Qv scales inner), so the result is deterministic.
 /// Complexity O((calibration_steps + 1 + |qt_scales| · |qv_scales|) · n · (T + 1)).
-/// Throws `invalid_input` for ranks = 0 or above `max_ranks`, target_batch <= 0, empty scale lists or non-positive
-/// scales, and whatever `derive_thresholds` rejects.
+/// Throws `invalid_input` for ranks = 0 or above `max_ranks`, target_batch <= 0, empty scale
+/// lists or non-positive scales, and whatever `derive_thresholds` rejects.
 /// @see OmniBal §5.2, Tables 3 and 6.
 [[nodiscard]] inline threshold_search_result search_thresholds(std::span<const length_t> vision,
                                                                std::span<const length_t> text, rank_t ranks,

@@ -15,8 +15,9 @@
 namespace mmbal::balance::detail {
 
 /// Checks the arguments every partitioner shares; `algorithm` names the caller in errors.
-/// Throws `invalid_input` on bins = 0 or above `max_ranks`, more than 2^32 − 1 items, a group list of the wrong
-/// size, a negative/NaN/infinite capacity, or a fixed count cap with cap · bins < n.
+/// Throws `invalid_input` on bins = 0 or above `max_ranks`, more than 2^32 − 1 items, a group
+/// list of the wrong size, a negative/NaN/infinite capacity, or a fixed count cap with
+/// cap · bins < n.
 inline void check_problem(const char* algorithm, std::span<const length_t> weights, rank_t bins,
                           const constraints& limits) {
   if (bins == 0 || bins > max_ranks) (void)checked_ranks(bins, mmbal::detail::concat(algorithm, ": bins"));
