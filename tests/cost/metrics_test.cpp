@@ -54,6 +54,18 @@ TEST_CASE("lower bounds never exceed the brute-force optimum") {
   CHECK_THROWS_AS(mmbal::lower_bound(w, 0, mmbal::cost::tokens{}), mmbal::invalid_input);
 }
 
+TEST_CASE("a total cost that overflows a double is bad input, not infinite loads") {
+  const std::vector<length_t> w{1000, 10, 10};
+  // Finite parameters: each item's cost overflows (1e308 · 1000), or only their sum does.
+  CHECK_THROWS_WITH(mmbal::lower_bound(w, 2, mmbal::cost::attention{1e308, 1e308}),
+                    Catch::Contains("total cost is inf") && Catch::Contains("longest item 1000") &&
+                        Catch::Contains("overflow a double"));
+  const std::vector<length_t> many(3, 1);
+  CHECK_THROWS_WITH(mmbal::equal_count_lower_bound(many, 2, mmbal::cost::attention{1e308, 0.0}),
+                    Catch::Contains("largest item cost 1e+308"));
+  CHECK(mmbal::lower_bound(many, 2, mmbal::cost::attention{1e300, 0.0}) == 1.5e300);
+}
+
 TEST_CASE("traffic counts moved items, bytes and inter-node bytes") {
   const std::vector<mmbal::rank_t> origin{0, 1, 2, 3};
   const mmbal::partition to{4, {0, 0, 3, 1}};

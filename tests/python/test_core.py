@@ -271,6 +271,7 @@ def test_plan_bad_input():
         (lambda: mmbal.balance([1, 2], 2, algorithm="nope"), "unknown algorithm 'nope'"),
         (lambda: mmbal.balance([1, 2], 2, cost="attention:alpha=nan"), "alpha = 'nan' is not a finite number"),
         (lambda: mmbal.balance([1, 2], 2, cost="bogus"), "unknown cost spec 'bogus'"),
+        (lambda: mmbal.balance([1000, 2], 2, cost="attention:alpha=1e308,beta=1e308"), "overflow a double"),
         (lambda: mmbal.balance([1, 2], 2, algorithm="migrate"), "needs origin="),
         (lambda: mmbal.balance([1, 2], 2, origin=[0]), "origin has 1 entries but lengths has 2"),
         (lambda: mmbal.balance([1, 2], 2, origin=[0, 2]), r"origin\[1\] = 2 is out of range \[0, 1\]"),

@@ -227,7 +227,9 @@ def case_bad_input():
     with open(good, "w") as f:
         f.write('{"id":0,"rank":0,"segments":[["text",10]]}\n')
     for args, needle in ((["--cost", "quadratic"], "quadratic"), (["--algorithm", "magic"], "magic"),
-                         (["--cost", "attention:alpha=-1"], "alpha")):
+                         (["--cost", "attention:alpha=-1"], "alpha"),
+                         # Finite parameters whose costs overflow a double: every load was inf.
+                         (["--cost", "attention:alpha=1e308,beta=1e308"], "overflow a double")):
         p = run("balance", "--input", good, "--ranks", "4", *args, expect=2)
         assert needle in p.stderr, p.stderr
     # --capacity below 0 or NaN was silently ignored (no cap); now it is an error naming the flag.

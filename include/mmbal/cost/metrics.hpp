@@ -9,6 +9,7 @@
 #include <mmbal/core/types.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -76,6 +77,9 @@ struct load_summary {
 /// Lower bound on the maximum bin cost: max(Σ c(w) / d, max c(w)), with c(w) the cost of an
 /// item alone. Exact for additive costs; for any cost whose batch value is at least the
 /// sum of its items' solo values (all built-in costs) it is still a valid bound. O(n).
+/// Throws `invalid_input` for bins = 0, and when the items' total cost is not finite: finite
+/// cost parameters can still overflow a double (`attention:alpha=1e308`), and every load would
+/// then be infinite — valid placements of a meaningless balance, reported instead.
 template <batch_cost C>
 [[nodiscard]] double lower_bound(std::span<const length_t> weights, rank_t bins, const C& cost) {
   if (bins == 0) detail::throw_invalid("lower_bound: bins = 0");
@@ -85,6 +89,10 @@ template <batch_cost C>
     total += c;
     largest = std::max(largest, c);
   }
+  if (!std::isfinite(total))
+    detail::throw_invalid("the items' total cost is ", total, " (largest item cost ", largest, ", longest item ",
+                          weights.empty() ? 0 : *std::max_element(weights.begin(), weights.end()),
+                          "): the cost's parameters overflow a double");
   return std::max(total / bins, largest);
 }
 
