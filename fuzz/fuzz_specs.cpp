@@ -7,7 +7,8 @@
 // then bytes: bins (1..8), items (0..31), and per item a u16 weight, an origin byte and a
 // group byte (0 = no group; any non-zero group turns the groups constraint on).
 // Invariants: parse(to_spec(x)) == x (a name parser accepts exactly its names); a solved assignment is valid over
-// `bins` bins, honours the count cap, the capacity and the groups, and its maximum is at least the lower bound.
+// `bins` bins, honours the count cap, the capacity and the groups, and its maximum is at least the lower bound
+// (which refuses only a total cost that overflows a double, when the loads overflow too).
 #include "fuzz_support.hpp"
 
 #include "../tools/mmbal/constraint_flags.hpp"
