@@ -142,19 +142,28 @@ TEST_CASE("reserve_huge_page_heap under an address-space limit, in a fresh proce
 TEST_CASE("reserve_huge_page_heap, in a fresh process", "[.][heap_child]") { std::_Exit(child_checks()); }
 #endif
 
-TEST_CASE("reserve_huge_page_heap advises the main heap and serves large blocks and every thread from it",
-          "[core][heap]") {
 #if defined(__linux__) && defined(__GLIBC__)
+/// Runs this test binary anew on the hidden case `tag` and returns its exit status: 0 when its
+/// checks hold, else the number of the first that failed (127: no exec; 1: Catch caught an
+/// exception).
+int child_exit_status(const char* tag) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    execl("/proc/self/exe", "test_core", "[heap_child]", static_cast<char*>(nullptr));
+    execl("/proc/self/exe", "test_core", tag, static_cast<char*>(nullptr));
     _exit(127);
   }
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);  // else the number of the first failed check (127: no exec)
+  return WEXITSTATUS(status);
+}
+#endif
+
+TEST_CASE("reserve_huge_page_heap advises the main heap and serves large blocks and every thread from it",
+          "[core][heap]") {
+#if defined(__linux__) && defined(__GLIBC__)
+  CHECK(child_exit_status("[heap_child]") == 0);
 #else
   CHECK_FALSE(mmbal::reserve_huge_page_heap().advised());
 #endif
@@ -163,16 +172,6 @@ TEST_CASE("reserve_huge_page_heap advises the main heap and serves large blocks 
 TEST_CASE("reserve_huge_page_heap under an address-space limit below its pad leaves the heap growable",
           "[core][heap]") {
 #if defined(__linux__) && defined(__GLIBC__)
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    execl("/proc/self/exe", "test_core", "[heap_limited_child]", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  // Else the number of the first failed check (127: no exec; 1: Catch caught an exception).
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(child_exit_status("[heap_limited_child]") == 0);
 #endif
 }

@@ -91,7 +91,7 @@ template <batch_cost C>
   }
   if (!std::isfinite(total))
     detail::throw_invalid("the items' total cost is ", total, " (largest item cost ", largest, ", longest item ",
-                          weights.empty() ? 0 : *std::max_element(weights.begin(), weights.end()),
+                          *std::max_element(weights.begin(), weights.end()),  // not empty: total ≠ 0
                           "): the cost's parameters overflow a double");
   return std::max(total / bins, largest);
 }
