@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -119,6 +120,8 @@ def _check_plan(x, plan, group, where: str) -> _Prepared:
     """Every check :func:`exchange` makes before its collective (raises :class:`mmbal.Error`)."""
     if not isinstance(x, torch.Tensor):
         raise mmbal.Error(f"{where}: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise mmbal.Error(f"{where}: x has layout {x.layout}; only dense (strided) tensors move (call x.to_dense())")
     prep = _prepare(plan, where)
     rank, size = _group_rank_and_size(group)
     if prep.ranks != size:
@@ -163,10 +166,50 @@ class _Exchange(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        return _exchange_rows(grad, ctx.prep.inverse(), ctx.group), None, None
+        # Through apply, not _exchange_rows: the backward is itself differentiable (double
+        # backward, gradient penalties), its backward being the forward exchange again.
+        return _Exchange.apply(grad, ctx.prep.inverse(), ctx.group), None, None
 
 
-def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
+# Dtype codes of the cross-rank check; index = code.
+_CHECK_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)
+_CHECK_DIMS = 12  # trailing dims compared one by one; beyond them ndim and the row size
+
+
+def _describe_rows(x, failed: bool) -> torch.Tensor:
+    """[failed, dtype code, ndim, elements per row, trailing dims...] of this rank's input."""
+    desc = torch.full((4 + _CHECK_DIMS,), -1, dtype=torch.int64)
+    desc[0] = int(failed)
+    if not failed:
+        desc[1] = _CHECK_DTYPES.index(x.dtype) if x.dtype in _CHECK_DTYPES else len(_CHECK_DTYPES)
+        desc[2] = x.dim()
+        desc[3] = math.prod(x.shape[1:])
+        for k, extent in enumerate(x.shape[1 : 1 + _CHECK_DIMS]):
+            desc[4 + k] = extent
+    return desc
+
+
+def _check_across_ranks(x, error: Optional[mmbal.Error], group, where: str) -> None:
+    """All-gathers every rank's verdict and row layout (one small fixed-size collective) and
+    raises the same decision on every rank: the local error where there is one, otherwise an
+    error naming the first rank that failed or whose dtype or row shape differs from rank 0's."""
+    _, size = _group_rank_and_size(group)
+    mine = _describe_rows(x, error is not None)
+    parts = [torch.empty_like(mine) for _ in range(size)]
+    dist.all_gather(parts, mine, group=group)
+    table = torch.stack(parts)
+    if error is not None:
+        raise error
+    failed = torch.nonzero(table[:, 0]).view(-1).tolist()
+    if failed:
+        raise mmbal.Error(f"{where}: rank {failed[0]} refused its input (its own error names the value); no rank moved anything")
+    differs = torch.nonzero((table[:, 1:] != table[0, 1:]).any(dim=1)).view(-1).tolist()
+    if differs:
+        r = differs[0]
+        raise mmbal.Error(f"{where}: rank {r} passes rows of (dtype code, dims, row size) = {table[r, 1:4].tolist()} but rank 0 passes {table[0, 1:4].tolist()} (trailing shapes {table[r, 4:].tolist()} vs {table[0, 4:].tolist()}); every rank must pass the same dtype and row shape")
+
+
+def exchange(x: torch.Tensor, plan, group=None, check: bool = False) -> torch.Tensor:
     """Moves the rows of ``x`` by ``plan`` with one ``all_to_all_single`` (differentiable).
 
     ``x`` holds this rank's items' rows back to back in source-slot order (dim 0; any trailing
@@ -181,7 +224,17 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
     process group's timeout (``init_process_group(timeout=...)``): a bad input is a bug of the
     caller that fails loudly on the rank that has it, never silently wrong rows.
 
-    Backward: the gradient moves by ``plan.inverse()`` (the exact reverse permutation of rows).
+    ``check=True`` adds one small all-gather before the exchange so that a bad input fails on
+    EVERY rank with :class:`mmbal.Error` instead of leaving the others in the collective: a
+    rank whose own checks fail raises its message, the others name that rank; ranks whose
+    dtype or row shape (``x.shape[1:]``) differ from rank 0's all raise. Without it, such a
+    mismatch is not detectable locally: gloo aborts the process (different bytes per row) or
+    reinterprets the bytes (same width). Every rank must pass the same ``check``. Default off
+    (one more collective per call); :class:`StepBalancer` ``(verify=True)`` turns it on for its
+    moves.
+
+    Backward: the gradient moves by ``plan.inverse()`` (the exact reverse permutation of rows;
+    differentiable again, so double backward works).
     The backward is a collective too: every rank must run it, so on every rank ``x`` must
     require grad when it does on any, and the output must be part of the loss's graph (a rank
     that does not use its rows adds ``0 * y.sum()``); several exchanges must be backwarded in
@@ -196,7 +249,15 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
     gathers plus the collective (bench/python/bench_exchange.py).
     @see OrchMLLM §5.2 (all-to-all communicator).
     """
-    prep = _check_plan(x, plan, group, "mmbal.torch.exchange")
+    where = "mmbal.torch.exchange"
+    if not check:
+        return _Exchange.apply(x, _check_plan(x, plan, group, where), group)
+    prep, error = None, None
+    try:
+        prep = _check_plan(x, plan, group, where)
+    except mmbal.Error as e:
+        error = e
+    _check_across_ranks(x, error, group, where)
     return _Exchange.apply(x, prep, group)
 
 
@@ -206,6 +267,22 @@ def exchange(x: torch.Tensor, plan, group=None) -> torch.Tensor:
 
 #: Modality ids used by the metadata arrays; 0 is text (no encoder phase). Index = id.
 DEFAULT_MODALITIES: Tuple[str, ...] = ("text", "image", "audio", "video")
+
+
+def _as_int(value, name: str, where: str) -> int:
+    """An integral argument (int, NumPy integer, 0-d integer tensor; not bool) as int."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise mmbal.Error(f"{where}: {name} = {value!r} must be an integer")
+    return int(value)
+
+
+def _check_rank(rank, ranks: int, where: str) -> int:
+    r = _as_int(rank, "rank", where)
+    if not 0 <= r < ranks:
+        raise mmbal.Error(f"{where}: rank = {r} not in [0, {ranks})")
+    return r
 
 
 def _int_array(name: str, value, where: str) -> np.ndarray:
@@ -231,6 +308,9 @@ def _int_array(name: str, value, where: str) -> np.ndarray:
     return arr
 
 
+_MAX_SAMPLES = (1 << 32) - 1  # the library's item limit (mmbal.balance and the orchestrator)
+
+
 @dataclasses.dataclass
 class LocalMetadata:
     """This rank's samples as segments (the layout of ``mmbal.Workload``, local indices).
@@ -254,8 +334,8 @@ class LocalMetadata:
         if isinstance(self.samples, bool) or not isinstance(self.samples, (int, np.integer)):
             raise mmbal.Error(f"{where}: samples must be an int, got {self.samples!r}")
         self.samples = int(self.samples)
-        if self.samples < 0:
-            raise mmbal.Error(f"{where}: samples = {self.samples} is negative")
+        if not 0 <= self.samples <= _MAX_SAMPLES:
+            raise mmbal.Error(f"{where}: samples = {self.samples} is out of range [0, {_MAX_SAMPLES}] (a step's items are counted in 32 bits)")
         self.segment_sample = _int_array("segment_sample", self.segment_sample, where)
         self.segment_modality = _int_array("segment_modality", self.segment_modality, where)
         self.segment_tokens = _int_array("segment_tokens", self.segment_tokens, where)
@@ -278,16 +358,27 @@ class LocalMetadata:
 
     @staticmethod
     def from_samples(samples: Sequence[Sequence[Tuple[int, int, int]]]) -> "LocalMetadata":
-        """From a list of samples, each a list of ``(modality, tokens, encoder_len)`` segments."""
+        """From a list of samples, each a list of ``(modality, tokens, encoder_len)`` segments of
+        integers (ints, NumPy integers or 0-d integer tensors; anything else raises
+        :class:`mmbal.Error` naming the sample and segment)."""
+        where = "mmbal.torch.LocalMetadata.from_samples"
         seg_sample, mod, tok, enc = [], [], [], []
         for i, segs in enumerate(samples):
-            for seg in segs:
-                if len(seg) != 3:
-                    raise mmbal.Error(f"mmbal.torch.LocalMetadata.from_samples: sample {i} has segment {seg!r}; need (modality, tokens, encoder_len)")
+            for j, seg in enumerate(segs):
+                try:
+                    fields = tuple(seg)
+                except TypeError:
+                    fields = ()
+                if len(fields) != 3:
+                    raise mmbal.Error(f"{where}: sample {i} has segment {j} = {seg!r}; need (modality, tokens, encoder_len)")
+                values = [_as_int(v, name, f"{where}: sample {i}, segment {j}") for name, v in zip(("modality", "tokens", "encoder_len"), fields)]
+                for name, v in zip(("modality", "tokens", "encoder_len"), values):
+                    if not 0 <= v <= np.iinfo(np.int64).max:
+                        raise mmbal.Error(f"{where}: sample {i}, segment {j}: {name} = {v} is out of range [0, 2^63 - 1]")
                 seg_sample.append(i)
-                mod.append(seg[0])
-                tok.append(seg[1])
-                enc.append(seg[2])
+                mod.append(values[0])
+                tok.append(values[1])
+                enc.append(values[2])
         return LocalMetadata(len(samples), np.array(seg_sample, np.int64), np.array(mod, np.int64), np.array(tok, np.int64), np.array(enc, np.int64))
 
 
@@ -334,12 +425,14 @@ class MetadataGatherer:
     run). Because the decision is made from gathered data, every rank makes the same number
     of calls: no hang. Why not "all_gather the sizes, then all_gather padded data": that is two
     collectives every step; a fixed capacity that only grows makes it one.
-    Memory: ranks × capacity × 8 bytes. Complexity O(ranks × capacity).
+    Every rank must start from the same ``initial_capacity`` and keep its gatherer across the
+    same steps (different capacities make the backend abort; ``StepBalancer(verify=True)``
+    checks them). Memory: ranks × capacity × 8 bytes. Complexity O(ranks × capacity).
     """
 
     def __init__(self, group=None, initial_capacity: int = 1024):
         self.group = group
-        self.capacity = max(int(initial_capacity), 4 + _HEADER)
+        self.capacity = max(_as_int(initial_capacity, "initial_capacity", "mmbal.torch.MetadataGatherer"), 4 + _HEADER)
 
     def gather(self, local: LocalMetadata) -> GlobalMetadata:
         if not isinstance(local, LocalMetadata):
@@ -365,6 +458,9 @@ class MetadataGatherer:
 
 def _assemble(table: np.ndarray, size: int) -> GlobalMetadata:
     samples = table[:, 0].astype(np.int64)
+    # The same table on every rank, so every rank raises: nobody is left in a collective.
+    if int(samples.sum()) > _MAX_SAMPLES:
+        raise mmbal.Error(f"mmbal.torch.gather_metadata: the ranks hold {int(samples.sum())} samples in all, above {_MAX_SAMPLES} (a step's items are counted in 32 bits)")
     offsets = np.zeros(size + 1, np.int64)
     np.cumsum(samples, out=offsets[1:])
     cols = [[], [], [], []]
@@ -439,12 +535,13 @@ class StepPlan:
     Plans are built lazily per (kind, modality, sizes) and cached: O(items) each.
     """
 
-    def __init__(self, meta: GlobalMetadata, modalities: Sequence[str], phases: Dict[str, PhaseResult], rank: int, group, orchestration=None):
+    def __init__(self, meta: GlobalMetadata, modalities: Sequence[str], phases: Dict[str, PhaseResult], rank: int, group, orchestration=None, check: bool = False):
         self.meta = meta
+        self.check = check  # exchange(check=True) on every move (StepBalancer(verify=True))
         self.orchestration = orchestration  # mmbal.Orchestration, or None (python engine)
         self.modalities = tuple(modalities)
         self.phases = phases
-        self.rank = rank
+        self.rank = _check_rank(rank, meta.ranks, "mmbal.torch.StepPlan")
         self.ranks = meta.ranks
         self.group = group
         self._cache: Dict[tuple, object] = {}
@@ -453,6 +550,15 @@ class StepPlan:
     @property
     def llm(self) -> PhaseResult:
         return self.phases["llm"]
+
+    def phase(self, name: str) -> PhaseResult:
+        """The phase ``name`` (``"llm"`` or an encoder modality of this step)."""
+        if name not in self.phases:
+            raise mmbal.Error(f"mmbal.torch.StepPlan: no phase {name!r} in this step (phases: {sorted(self.phases)})")
+        return self.phases[name]
+
+    def _rank(self, rank: Optional[int]) -> int:
+        return self.rank if rank is None else _check_rank(rank, self.ranks, "mmbal.torch.StepPlan")
 
     def encoder_phase(self, modality: str) -> PhaseResult:
         if modality == "llm" or modality not in self.phases:
@@ -467,11 +573,11 @@ class StepPlan:
 
     def llm_samples(self, rank: Optional[int] = None) -> np.ndarray:
         """Global sample ids on ``rank`` (default: this rank) after balancing, in slot order."""
-        return self._ordered(self.llm, self.rank if rank is None else rank)
+        return self._ordered(self.llm, self._rank(rank))
 
     def encoder_segments(self, modality: str, rank: Optional[int] = None) -> np.ndarray:
         """Global segment ids of ``modality`` encoded on ``rank``, in encoder order."""
-        return self._ordered(self.encoder_phase(modality), self.rank if rank is None else rank)
+        return self._ordered(self.encoder_phase(modality), self._rank(rank))
 
     def llm_segments(self, modality: str, rank: Optional[int] = None) -> np.ndarray:
         """Global segment ids of ``modality`` whose outputs reach ``rank`` for the LLM, in
@@ -479,7 +585,7 @@ class StepPlan:
         # LLM items are the samples in global order (item i = sample i; both engines).
         seg = self.encoder_phase(modality).items
         owner = np.asarray(self.llm.target.rank)[self.meta.segment_sample[seg]]
-        mine = seg[owner == (self.rank if rank is None else rank)]
+        mine = seg[owner == self._rank(rank)]
         order = np.lexsort((mine, self._llm_position()[self.meta.segment_sample[mine]]))
         return mine[order]
 
@@ -492,6 +598,8 @@ class StepPlan:
         s = self.meta.segment_sample
         mask = (s >= lo) & (s < hi)
         if modality is not None:
+            if modality not in self.modalities:
+                raise mmbal.Error(f"mmbal.torch.StepPlan.local_segments: modality {modality!r} is not one of {list(self.modalities)}")
             mask &= self.meta.segment_modality == self.modalities.index(modality)
         return np.nonzero(mask)[0]
 
@@ -566,20 +674,20 @@ class StepPlan:
     def move_encoder_inputs(self, modality: str, x: torch.Tensor, sizes=None) -> torch.Tensor:
         """Encoder inputs of this rank's ``modality`` segments (local order) -> the inputs of
         :meth:`encoder_segments` (differentiable)."""
-        return exchange(x, self.encoder_plan(modality, sizes), self.group)
+        return exchange(x, self.encoder_plan(modality, sizes), self.group, self.check)
 
     def move_encoder_outputs(self, modality: str, y: torch.Tensor, sizes=None) -> torch.Tensor:
         """Encoder outputs in encoder order -> the LLM ranks in assembly order, one hop."""
-        return exchange(y, self.composed_plan(modality, sizes), self.group)
+        return exchange(y, self.composed_plan(modality, sizes), self.group, self.check)
 
     def move_samples(self, x: torch.Tensor, sizes=None) -> torch.Tensor:
         """Per-sample rows (local sample order) -> :meth:`llm_samples` order on the LLM rank."""
-        return exchange(x, self.llm_plan(sizes), self.group)
+        return exchange(x, self.llm_plan(sizes), self.group, self.check)
 
     def restore(self, y: torch.Tensor, sizes=None) -> torch.Tensor:
         """Per-sample results in :meth:`llm_samples` order -> back to each sample's origin rank,
         in local sample order (the inverse of :meth:`move_samples`; differentiable)."""
-        return exchange(y, self.llm_plan(sizes).inverse(), self.group)
+        return exchange(y, self.llm_plan(sizes).inverse(), self.group, self.check)
 
     # -- report ------------------------------------------------------------------------------
     @property
@@ -602,7 +710,7 @@ class StepPlan:
     def loads(self, phase: str) -> Tuple[np.ndarray, np.ndarray]:
         """Per-rank cost of ``phase`` under its cost spec: before (where the items are now,
         each rank's items in ascending id) and after (the target). O(n + ranks)."""
-        p = self.phases[phase]
+        p = self.phase(phase)
         origin = p.origin.astype(np.int64)
         slot = _rank_slots(origin, np.zeros_like(origin), self.ranks)
         before = mmbal.Assignment(origin.astype(np.int32), slot.astype(np.int32), self.ranks).loads_for(p.lengths, p.cost)
@@ -610,7 +718,7 @@ class StepPlan:
 
     def tokens_per_rank(self, phase: str) -> Tuple[np.ndarray, np.ndarray]:
         """Σ lengths per rank of ``phase`` before (origin) and after (target)."""
-        p = self.phases[phase]
+        p = self.phase(phase)
         before = np.bincount(p.origin, weights=p.lengths, minlength=self.ranks)
         after = np.bincount(np.asarray(p.target.rank).astype(np.int64), weights=p.lengths, minlength=self.ranks)
         return before, after
@@ -628,6 +736,18 @@ def _verify_same_plan(plan: StepPlan, group) -> None:
         raise mmbal.Error(f"mmbal.torch.StepBalancer: ranks planned different steps (fingerprints per rank: {[hex(v) for v in values]})")
 
 
+def _verify_same_capacity(gatherer: MetadataGatherer, group) -> None:
+    """All-gathers the gatherers' capacities (a fixed-size collective) and raises on every
+    rank when they differ: the metadata gather itself would abort in the backend."""
+    _, size = _group_rank_and_size(group)
+    mine = torch.tensor([gatherer.capacity], dtype=torch.int64)
+    parts = [torch.empty_like(mine) for _ in range(size)]
+    dist.all_gather(parts, mine, group=group)
+    values = [int(t) for t in parts]
+    if len(set(values)) != 1:
+        raise mmbal.Error(f"mmbal.torch.StepBalancer: the ranks' metadata capacities differ ({values}); pass the same metadata_capacity on every rank")
+
+
 class StepBalancer:
     """What a trainer calls each step: gather metadata, balance every phase, plan the moves.
 
@@ -642,9 +762,12 @@ class StepBalancer:
       fallback). Both give the same row layouts (see :class:`StepPlan`).
     - ``threads``: planning threads of the orchestrator (default 1: the trainer's cores are
       busy with the model).
-    - ``verify``: after planning, all-gather every rank's plan fingerprint (one more small
-      collective) and raise :class:`mmbal.Error` on every rank if they differ (e.g. ranks
-      running different mmbal versions or configurations). Default off.
+    - ``verify``: a debugging mode of small extra collectives that turn mistakes of one rank
+      into :class:`mmbal.Error` on every rank instead of a hang or an abort: before the
+      metadata gather, the gatherers' capacities are compared (they differ when ranks pass
+      different ``metadata_capacity``); after planning, every rank's plan fingerprint (e.g.
+      ranks running different mmbal versions or configurations); and every move of the
+      :class:`StepPlan` runs :func:`exchange` with ``check=True``. Default off.
 
     Construct it after ``init_process_group`` (it reads the group size). :meth:`plan` is
     collective (one metadata gather in the steady state, see
@@ -697,6 +820,8 @@ class StepBalancer:
         if isinstance(local, LocalMetadata) and local.segment_modality.size and int(local.segment_modality.max()) >= len(self.modalities):
             bad = int(local.segment_modality.max())
             raise mmbal.Error(f"mmbal.torch.StepBalancer.plan: segment_modality id {bad} has no name (modalities: {list(self.modalities)})")
+        if self.verify:
+            _verify_same_capacity(self.gatherer, self.group)
         meta = self.gatherer.gather(local)
         plan = self.plan_global(meta, rank)
         if self.verify:
@@ -705,6 +830,7 @@ class StepBalancer:
 
     def plan_global(self, meta: GlobalMetadata, rank: int) -> StepPlan:
         """Plans from already gathered metadata (local, no collective)."""
+        _check_rank(rank, meta.ranks, "mmbal.torch.StepBalancer.plan_global")
         if int(meta.segment_modality.max(initial=0)) >= len(self.modalities):
             raise mmbal.Error(f"mmbal.torch.StepBalancer: segment_modality id {int(meta.segment_modality.max())} has no name (modalities: {list(self.modalities)})")
         if self.engine == "orchestrator":
@@ -722,7 +848,7 @@ class StepBalancer:
             cost, algorithm = self.orchestrator.policy(name)
             origin = np.asarray(orch.origin(name)).astype(np.int64)
             phases[name] = PhaseResult(name, items, np.asarray(length, np.int64), origin, orch.target(name), cost, algorithm)
-        return StepPlan(meta, self.modalities, phases, rank, self.group, orchestration=orch)
+        return StepPlan(meta, self.modalities, phases, rank, self.group, orchestration=orch, check=self.verify)
 
     def _plan_python(self, meta: GlobalMetadata, rank: int) -> StepPlan:
         phases: Dict[str, PhaseResult] = {}
@@ -738,7 +864,7 @@ class StepBalancer:
         lengths = meta.sample_tokens()
         target = mmbal.balance(lengths, meta.ranks, algorithm=algorithm, cost=cost, origin=meta.sample_rank)
         phases["llm"] = PhaseResult("llm", np.arange(meta.samples, dtype=np.int64), lengths, meta.sample_rank, target, cost, algorithm)
-        return StepPlan(meta, self.modalities, phases, rank, self.group)
+        return StepPlan(meta, self.modalities, phases, rank, self.group, check=self.verify)
 
 
 # --------------------------------------------------------------------------------------------
@@ -755,10 +881,21 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
     every group is a single sample, then appends empty groups (only when the epoch has fewer
     samples than ranks; no sample at all gives no group). Step s gives rank r the group ``s * ranks + r``. Deterministic.
     O(g + ranks · g)."""
+    where = "mmbal.torch.deal_groups"
+    ranks = _as_int(ranks, "ranks", where)
     if not 0 < ranks <= mmbal.max_ranks:
-        raise mmbal.Error(f"mmbal.torch.deal_groups: ranks = {ranks} is out of range [1, {mmbal.max_ranks}]")
+        raise mmbal.Error(f"{where}: ranks = {ranks} is out of range [1, {mmbal.max_ranks}]")
+    groups = list(groups)
+    try:
+        costs = [float(c) for c in costs]
+    except (TypeError, ValueError) as e:
+        raise mmbal.Error(f"{where}: costs must be numbers ({e})") from None
+    if len(costs) != len(groups):
+        raise mmbal.Error(f"{where}: {len(costs)} costs for {len(groups)} groups")
+    if not all(math.isfinite(c) for c in costs):
+        raise mmbal.Error(f"{where}: costs must be finite, got {next(c for c in costs if not math.isfinite(c))}")
     out = [list(g) for g in groups if len(g)]
-    cost = [float(c) for g, c in zip(groups, costs) if len(g)]
+    cost = [c for g, c in zip(groups, costs) if len(g)]
     if len(out) >= ranks:
         while len(out) % ranks:
             order = sorted(range(len(out)), key=lambda i: (cost[i], i))
@@ -777,6 +914,12 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
     return out
 
 
+def _epoch_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator of one (seed, epoch), identical on every rank. Negative values (which
+    NumPy's seeding refuses) are taken modulo 2^64; non-negative ones as they are."""
+    return np.random.default_rng([seed % (1 << 64) if seed < 0 else seed, epoch % (1 << 64) if epoch < 0 else epoch])
+
+
 class _RankBatchSampler:
     """Shared part of the samplers: per-epoch global groups -> this rank's batches, epoch and
     mid-epoch position state."""
@@ -787,13 +930,16 @@ class _RankBatchSampler:
                 raise mmbal.Error(f"{type(self).__name__}: pass num_replicas and rank, or initialize torch.distributed")
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
-        if not 0 < int(num_replicas) <= mmbal.max_ranks:
-            raise mmbal.Error(f"{type(self).__name__}: num_replicas = {num_replicas} is out of range [1, {mmbal.max_ranks}]")
-        if not 0 <= int(rank) < int(num_replicas):
-            raise mmbal.Error(f"{type(self).__name__}: rank = {rank} not in [0, {num_replicas})")
-        self.num_replicas = int(num_replicas)
-        self.rank = int(rank)
-        self.seed = int(seed)
+        where = type(self).__name__
+        num_replicas = _as_int(num_replicas, "num_replicas", where)
+        rank = _as_int(rank, "rank", where)
+        if not 0 < num_replicas <= mmbal.max_ranks:
+            raise mmbal.Error(f"{where}: num_replicas = {num_replicas} is out of range [1, {mmbal.max_ranks}]")
+        if not 0 <= rank < num_replicas:
+            raise mmbal.Error(f"{where}: rank = {rank} not in [0, {num_replicas})")
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.seed = _as_int(seed, "seed", where)
         self.epoch = 0
         self._start = 0  # batches of the current epoch to skip on the next __iter__
         self._yielded = 0
@@ -817,8 +963,17 @@ class _RankBatchSampler:
         return self.global_batches()[self.rank :: self.num_replicas]
 
     def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch (reshuffles); like ``DistributedSampler.set_epoch``."""
-        self.epoch = int(epoch)
+        """Selects the epoch (reshuffles); like ``DistributedSampler.set_epoch``. After
+        :meth:`load_state_dict`, ``set_epoch`` of the loaded epoch (the usual loop
+        ``for epoch in range(start, E): sampler.set_epoch(epoch)``) keeps the resume position
+        until the next ``__iter__``; any other epoch starts from its first batch."""
+        epoch = _as_int(epoch, "epoch", f"{type(self).__name__}.set_epoch")
+        if epoch == self.epoch and self._start:
+            return
+        self._select(epoch)
+
+    def _select(self, epoch: int) -> None:
+        self.epoch = epoch
         self._start = 0
         self._yielded = 0
 
@@ -843,22 +998,26 @@ class _RankBatchSampler:
         """``{"epoch", "seed", "position"}``: position = batches of this epoch already taken.
         The sampler counts what it yielded; a DataLoader with workers prefetches ahead, so pass
         the trainer's ``consumed`` count (batches actually trained this epoch) in that case."""
-        pos = self._yielded if consumed is None else int(consumed)
+        where = f"{type(self).__name__}.state_dict"
+        pos = self._yielded if consumed is None else _as_int(consumed, "consumed", where)
+        if not 0 <= pos <= len(self):
+            raise mmbal.Error(f"{where}: consumed = {pos} not in [0, {len(self)}] (batches of this epoch)")
         return {"epoch": self.epoch, "seed": self.seed, "position": pos}
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Resumes exactly: the next ``__iter__`` yields the remaining batches of that epoch.
         Raises :class:`mmbal.Error` for a seed that differs (the epoch would be another one)
         or a position beyond the epoch."""
+        where = f"{type(self).__name__}.load_state_dict"
         for key in ("epoch", "seed", "position"):
             if key not in state:
-                raise mmbal.Error(f"{type(self).__name__}.load_state_dict: missing key '{key}'")
-        if int(state["seed"]) != self.seed:
-            raise mmbal.Error(f"{type(self).__name__}.load_state_dict: seed {state['seed']} differs from this sampler's {self.seed}")
-        self.set_epoch(int(state["epoch"]))
-        pos = int(state["position"])
+                raise mmbal.Error(f"{where}: missing key '{key}'")
+        seed, epoch, pos = (_as_int(state[key], f"state['{key}']", where) for key in ("seed", "epoch", "position"))
+        if seed != self.seed:
+            raise mmbal.Error(f"{where}: seed {seed} differs from this sampler's {self.seed}")
+        self._select(epoch)
         if not 0 <= pos <= len(self):
-            raise mmbal.Error(f"{type(self).__name__}.load_state_dict: position {pos} not in [0, {len(self)}]")
+            raise mmbal.Error(f"{where}: position {pos} not in [0, {len(self)}]")
         self._start = pos
         self._yielded = pos
 
@@ -873,17 +1032,24 @@ def _sample_costs(lengths, where: str, weights: Optional[Sequence[float]] = None
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.detach().cpu().numpy()
         arr = np.asarray(lengths)
+        if arr.size == 0 and arr.dtype.kind not in "iu":
+            arr = arr.astype(np.int64)  # an empty list is float64 to NumPy
         if arr.dtype.kind not in "iu":
             raise mmbal.Error(f"{where}: lengths must hold integers, got dtype {arr.dtype}")
         if arr.ndim == 1:
             arr = arr[:, None]
         if arr.ndim != 2:
             raise mmbal.Error(f"{where}: lengths must be 1-D [n] or 2-D [n, modalities], got shape {arr.shape}")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise mmbal.Error(f"{where}: lengths has a value {int(arr.max())} beyond int64")
         arr = arr.astype(np.int64)
         if arr.size and int(arr.min()) < 0:
             i = np.unravel_index(int(np.argmin(arr)), arr.shape)
             raise mmbal.Error(f"{where}: lengths{list(i)} = {int(arr[i])} is negative")
-    w = np.ones(arr.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+    try:
+        w = np.ones(arr.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise mmbal.Error(f"{where}: weights {weights!r} must be {arr.shape[1]} finite values >= 0") from None
     if w.shape != (arr.shape[1],) or not np.all(np.isfinite(w)) or (w.size and w.min() < 0):
         raise mmbal.Error(f"{where}: weights {list(np.atleast_1d(w))} must be {arr.shape[1]} finite values >= 0")
     return arr @ w
@@ -908,14 +1074,16 @@ class TokenBudgetSampler(_RankBatchSampler):
     def __init__(self, lengths, max_tokens: int, *, num_replicas=None, rank=None, shuffle: bool = True, seed: int = 0, weights=None):
         super().__init__(num_replicas, rank, seed)
         self.costs = _sample_costs(lengths, "mmbal.torch.TokenBudgetSampler", weights)
-        if not (isinstance(max_tokens, (int, np.integer, float)) and math.isfinite(max_tokens) and max_tokens > 0):
-            raise mmbal.Error(f"mmbal.torch.TokenBudgetSampler: max_tokens = {max_tokens!r} must be > 0")
+        if isinstance(max_tokens, torch.Tensor) and max_tokens.dim() == 0 and max_tokens.dtype != torch.bool:
+            max_tokens = max_tokens.item()
+        if isinstance(max_tokens, (bool, np.bool_)) or not isinstance(max_tokens, numbers.Real) or not (math.isfinite(max_tokens) and max_tokens > 0):
+            raise mmbal.Error(f"mmbal.torch.TokenBudgetSampler: max_tokens = {max_tokens!r} must be a finite number > 0")
         self.max_tokens = max_tokens
         self.shuffle = bool(shuffle)
 
     def _global_groups(self, epoch: int):
         n = self.costs.shape[0]
-        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        order = _epoch_rng(self.seed, epoch).permutation(n) if self.shuffle else np.arange(n)
         groups: List[List[int]] = []
         costs: List[float] = []
         cur: List[int] = []
@@ -966,7 +1134,7 @@ class ISFSampler(_RankBatchSampler):
 
     def _global_groups(self, epoch: int):
         # One ISF seed per (seed, epoch), identical on every rank.
-        isf_seed = int(np.random.default_rng([self.seed, epoch]).integers(0, 1 << 63))
+        isf_seed = int(_epoch_rng(self.seed, epoch).integers(0, 1 << 63))
         result = mmbal.isf(self.vision, self.text, qv=self.qv, qt=self.qt, seed=isf_seed, **self.isf_options)
         groups = [g.tolist() for g in result.groups]
         if sum(len(g) for g in groups) != self.text.shape[0]:  # guaranteed by ISF without drops

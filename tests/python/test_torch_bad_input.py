@@ -64,7 +64,7 @@ def bad_metadata_worker(rank, ranks):
         (dict(segment_sample=[0, 2]), r"segment_sample\[1\] = 2 >= samples = 2"),
         (dict(segment_modality=[0]), "segment_modality has 1 entries but segment_sample has 2"),
         (dict(segment_tokens=[[3, 4]]), "must be 1-D"),
-        (dict(samples=-1), "samples = -1 is negative"),
+        (dict(samples=-1), r"samples = -1 is out of range \[0, 4294967295\]"),
         (dict(samples=2.0), "samples must be an int"),
         (dict(segment_modality=[0, 300]), "id 300 > 255"),
     ]
@@ -117,3 +117,80 @@ def test_one_bad_rank_times_out_the_others():
     assert out[1][0] == "mmbal.Error" and "x has 5 rows" in out[1][1]
     for r in (0, 2, 3):
         assert out[r][0] == "RuntimeError", out[r]
+
+
+def checked_exchange_worker(rank, ranks):
+    """exchange(check=True): one rank's bad input raises mmbal.Error on EVERY rank (no hang,
+    no abort, no reinterpreted bytes), and the ranks stay in step."""
+    plan = simple_plan(rank, ranks)
+    ok = torch.full((4, 2), float(rank))
+    cases = [
+        # dtype of another width on rank 1: gloo would abort the process
+        (torch.zeros(4, 2, dtype=torch.float64) if rank == 1 else ok, r"rank 1 passes rows of \(dtype code, dims, row size\) = \[1, 2, 2\] but rank 0 passes \[0, 2, 2\]"),
+        # same width, other dtype: gloo would reinterpret the bytes silently
+        (torch.zeros(4, 2, dtype=torch.int32) if rank == 1 else ok, "rank 1 passes rows of"),
+        # same elements per row, another row shape
+        (torch.zeros(4, 1, 2) if rank == 1 else ok, "rank 1 passes rows of"),
+        # wrong row count on rank 1: its own message there, the rank named elsewhere
+        (torch.zeros(5, 2) if rank == 1 else ok, "x has 5 rows" if rank == 1 else "rank 1 refused its input"),
+    ]
+    for x, message in cases:
+        with pytest.raises(mmbal.Error, match=message):
+            mt.exchange(x, plan, check=True)
+        still_in_step(rank, ranks)
+    y = mt.exchange(ok, plan, check=True)
+    assert y.view(-1).tolist() == [float((rank - 1) % ranks)] * 8
+    # StepBalancer(verify=True) compares the metadata capacities before the gather
+    balancer = mt.StepBalancer(modalities=("text", "image"), metadata_capacity=64 if rank == 0 else 1024, verify=True)
+    local = mt.LocalMetadata(1, [0], [0], [3], [0])
+    with pytest.raises(mmbal.Error, match=r"metadata capacities differ \(\[64, 1024, 1024, 1024\]\)"):
+        balancer.plan(local)
+    balancer = mt.StepBalancer(modalities=("text", "image"), verify=True)
+    plan = balancer.plan(local)
+    assert plan.check and plan.move_samples(torch.zeros(3)).shape == (int(plan.llm.lengths[plan.llm_samples()].sum()),)
+    with pytest.raises(mmbal.Error, match="no phase 'image'"):
+        plan.loads("image")
+    with pytest.raises(mmbal.Error, match=r"rank = 4 not in \[0, 4\)"):
+        plan.llm_samples(rank=4)
+    with pytest.raises(mmbal.Error, match=r"rank = -1 not in \[0, 4\)"):
+        plan.llm_samples(rank=-1)
+    with pytest.raises(mmbal.Error, match="modality 'bogus' is not one of"):
+        plan.local_segments("bogus")
+    with pytest.raises(mmbal.Error, match=r"plan_global: rank = 5 not in \[0, 4\)"):
+        balancer.plan_global(plan.meta, 5)
+    return True
+
+
+def test_checked_exchange_fails_on_every_rank():
+    assert torch_harness.run(checked_exchange_worker, 4) == [True] * 4
+
+
+def test_local_checks_without_a_process_group():
+    where = "LocalMetadata.from_samples: sample 0, segment 1"
+    for segment, message in [
+        ((1, 3.7, 5), f"{where}: tokens = 3.7 must be an integer"),
+        (("image", 3, 5), f"{where}: modality = 'image' must be an integer"),
+        ((1, 3, True), f"{where}: encoder_len = True must be an integer"),
+        ((1, 2**64, 5), f"{where}: tokens = 18446744073709551616 is out of range"),
+        ((1, -3, 5), f"{where}: tokens = -3 is out of range"),
+        (torch.tensor([1.0, 3.5, 5.0]), f"{where}: modality = tensor\\(1.\\) must be an integer"),
+        (7, "sample 0 has segment 1 = 7; need"),
+    ]:
+        with pytest.raises(mmbal.Error, match=message):
+            mt.LocalMetadata.from_samples([[(0, 2, 0), segment]])
+    meta = mt.LocalMetadata.from_samples([[(0, 2, 0), (np.int64(1), torch.tensor(3), np.uint8(5))]])
+    assert meta.segment_tokens.tolist() == [2, 3] and meta.segment_encoder_len.tolist() == [0, 5]
+    with pytest.raises(mmbal.Error, match=r"samples = 4294967296 is out of range \[0, 4294967295\]"):
+        mt.LocalMetadata(2**32, [], [], [], [])
+    with pytest.raises(mmbal.Error, match="1 costs for 3 groups"):
+        mt.deal_groups([[0], [1], [2]], 2, [1.0])
+    with pytest.raises(mmbal.Error, match="5 costs for 3 groups"):
+        mt.deal_groups([[0], [1], [2]], 2, [1, 2, 3, 4, 5])
+    with pytest.raises(mmbal.Error, match="ranks = 2.0 must be an integer"):
+        mt.deal_groups([[0, 1, 2]], 2.0, [1.0])
+    with pytest.raises(mmbal.Error, match="costs must be numbers"):
+        mt.deal_groups([[0], [1], [2]], 2, None)
+    with pytest.raises(mmbal.Error, match="costs must be finite, got nan"):
+        mt.deal_groups([[0], [1]], 2, [1.0, float("nan")])
+    with pytest.raises(mmbal.Error, match="initial_capacity = 'x' must be an integer"):
+        mt.MetadataGatherer(initial_capacity="x")

@@ -212,3 +212,24 @@ def balancer_checks(rank, ranks, engine):
 
 def test_step_balancer_moves_every_row_to_its_place():
     assert torch_harness.run(balancer_worker, 4) == [True] * 4
+
+
+def double_backward_worker(rank, ranks):
+    """The backward of exchange is itself differentiable: a gradient penalty through two
+    ranks equals the same computation without the exchange (rows only move)."""
+    sizes, source, target = make_case(7, ranks)
+    plan = mmbal.alltoall_plan(source, target, sizes, rank)
+    mine = np.nonzero(source == rank)[0]
+    x = local_input(mine, sizes, (2,), torch.float64).requires_grad_(True)
+    # loss = Σ y³ over every rank, y = moved x; dL/dx = 3x² (moved back); penalty Σ (dL/dx)² / 2
+    g, = torch.autograd.grad((mt.exchange(x, plan) ** 3).sum(), x, create_graph=True)
+    assert torch.equal(g.detach(), 3 * x.detach() ** 2)
+    (g.pow(2).sum() / 2 + x.sum()).backward()
+    # d/dx [ (3x²)² / 2 + x ] = 18 x³ + 1, row by row, whatever rank the row visited
+    assert torch.allclose(x.grad, 18 * x.detach() ** 3 + 1, rtol=1e-12, atol=0)
+    return x.shape[0]
+
+
+def test_exchange_double_backward():
+    rows = torch_harness.run(double_backward_worker, 2)
+    assert sum(rows) > 0

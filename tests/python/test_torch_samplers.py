@@ -92,6 +92,17 @@ def test_resume_mid_epoch_exactly(stop):
     assert list(fresh) == full
     # consumed= overrides the count (DataLoader prefetch)
     assert s.state_dict(consumed=1)["position"] == 1
+    # the usual loop calls set_epoch(epoch) after loading: the position of that epoch is kept
+    looped = mt.TokenBudgetSampler(lengths, 120, num_replicas=3, rank=2, seed=9)
+    looped.load_state_dict(state)
+    looped.set_epoch(2)
+    assert taken + list(looped) == full
+    # ... but another epoch starts from its first batch
+    other = mt.TokenBudgetSampler(lengths, 120, num_replicas=3, rank=2, seed=9)
+    other.load_state_dict(state)
+    other.set_epoch(3)
+    s.set_epoch(3)
+    assert list(other) == list(s)
 
 
 def test_bad_input_raises_mmbal_error():
@@ -120,6 +131,41 @@ def test_bad_input_raises_mmbal_error():
         s.load_state_dict({"epoch": 0, "seed": 1, "position": 5})
     with pytest.raises(mmbal.Error, match="missing key"):
         s.load_state_dict({"epoch": 0})
+    with pytest.raises(mmbal.Error, match=r"state\['position'\] = 1.9 must be an integer"):
+        s.load_state_dict({"epoch": 0, "seed": 1, "position": 1.9})
+    with pytest.raises(mmbal.Error, match=r"consumed = 999 not in \[0, 1\]"):
+        s.state_dict(consumed=999)
+    with pytest.raises(mmbal.Error, match="beyond int64"):
+        mt.TokenBudgetSampler(np.array([2**63], np.uint64), 10, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="max_tokens = True must be"):
+        mt.TokenBudgetSampler([1, 2], True, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="weights 'a' must be"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas=1, rank=0, weights="a")
+    with pytest.raises(mmbal.Error, match="num_replicas = 'x' must be an integer"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas="x", rank=0)
+    with pytest.raises(mmbal.Error, match="epoch = 1.5 must be an integer"):
+        s.set_epoch(1.5)
+
+
+def test_sampler_arguments_numpy_would_refuse():
+    """Negative seeds and epochs (DistributedSampler takes any integer), NumPy and tensor
+    budgets, and an empty epoch given as a plain list."""
+    lengths = np.random.default_rng(4).integers(1, 50, 40)
+    for seed in (-1, -(2**70)):
+        s = mt.TokenBudgetSampler(lengths, 60, num_replicas=2, rank=0, seed=seed)
+        s.set_epoch(-3)
+        again = mt.TokenBudgetSampler(lengths, 60, num_replicas=2, rank=0, seed=seed)
+        again.set_epoch(-3)
+        assert list(s) == list(again) and sorted(i for b in s.global_batches() for i in b) == list(range(40))
+    v = np.random.default_rng(5).integers(0, 5, 40)
+    isf = mt.ISFSampler(v, lengths, 12, 400, num_replicas=2, rank=1, seed=-7)
+    assert sorted(i for b in isf.global_batches() for i in b) == list(range(40))
+    # a budget of any real number type gives the same batches as the int
+    base = mt.TokenBudgetSampler(lengths, 60, num_replicas=2, rank=0).global_batches()
+    for budget in (np.float32(60), np.int16(60), torch.tensor(60), 60.0):
+        assert mt.TokenBudgetSampler(lengths, budget, num_replicas=2, rank=0).global_batches() == base
+    empty = mt.TokenBudgetSampler([], 10, num_replicas=2, rank=0)
+    assert len(empty) == 0 and list(empty) == []
 
 
 def test_deal_groups_merges_and_splits_without_loss():
