@@ -51,6 +51,13 @@ __all__ = [
 _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
 
 
+def _flag(value, name: str) -> bool:
+    """A flag argument: Python's or NumPy's bool (a string such as "no" would count as true)."""
+    if isinstance(value, (bool, _np.bool_)):
+        return bool(value)
+    raise Error(f"{name}: expected True or False, got {value!r}")
+
+
 class Assignment:
     """Where every item goes: ``rank[i]`` and ``slot[i]`` (its position on that rank).
 
@@ -76,9 +83,12 @@ class Assignment:
             self.rank, self.slot, self.ranks = rank, slot, ranks
         else:
             _core.validate_assignment(rank, slot, ranks)
-            self.rank = _np.ascontiguousarray(rank, dtype=_np.int32)
-            self.slot = _np.ascontiguousarray(slot, dtype=_np.int32)
+            # Copies: an assignment must not change when the caller's arrays do afterwards.
+            self.rank = _np.array(rank, dtype=_np.int32)
+            self.slot = _np.array(slot, dtype=_np.int32)
             self.ranks = int(ranks)
+        self.rank.setflags(write=False)  # validated once: in-place edits would bypass that
+        self.slot.setflags(write=False)
         self.loads = loads
         self.lower_bound = lower_bound
         self.cost = cost
@@ -324,7 +334,7 @@ class Orchestrator:
     __slots__ = ("_core",)
 
     def __init__(self, ranks, *, ranks_per_node=0, policies=None, threads=None, bytes_per_token=1, relabel=True):
-        self._core = _core.Orchestrator(ranks, ranks_per_node, policies, threads, bytes_per_token, bool(relabel))
+        self._core = _core.Orchestrator(ranks, ranks_per_node, policies, threads, bytes_per_token, _flag(relabel, "relabel"))
 
     def policy(self, phase: str) -> tuple:
         """``(cost_spec, algorithm_spec)`` that ``phase`` runs with."""
@@ -395,7 +405,7 @@ def isf(vision, text, *, qv, qt, qv_target=None, qt_target=None, iterations=10, 
     @see OmniBal 4.1, Alg. 1.
     """
     return ISFResult(*_core.isf(vision, text, qv, qt, qv_target, qt_target, iterations, seed, oversize,
-                                bool(drop_unfilled), bool(sort_tail)))
+                                _flag(drop_unfilled, "drop_unfilled"), _flag(sort_tail, "sort_tail")))
 
 
 def distribute_tokens(workloads, ranks, *, tokens=None, block=128, distributor="lpt", seed=0) -> dict:

@@ -61,13 +61,16 @@ constexpr std::uint64_t i64_max = static_cast<std::uint64_t>(std::numeric_limits
 /// an empty array). Throws `invalid_input` naming `name` on another shape or a non-integer dtype.
 py::array integer_array(py::handle obj, const char* name) {
   py::array a;
+  static const py::handle masked_array = py::object(py::module_::import("numpy.ma").attr("MaskedArray")).release();
+  if (py::isinstance(obj, masked_array))  // np.asarray would drop the mask and use the hidden values
+    throw_invalid(name, ": a masked array (numpy.ma) is not supported; pass its .compressed() or .filled() values");
   if (py::isinstance<py::array>(obj)) {
     a = py::reinterpret_borrow<py::array>(obj);
   } else {
     try {
       a = py::module_::import("numpy").attr("asarray")(obj);
     } catch (py::error_already_set& e) {
-      throw_invalid(name, ": cannot be read as an integer array (", e.what(), ")");
+      throw_invalid(name, ": cannot be read as an integer array (", std::string(py::str(e.value())), ")");
     }
   }
   if (a.ndim() != 1) {
@@ -135,16 +138,33 @@ struct unsigned_view {
 using lengths_view = unsigned_view<std::uint32_t>;
 using u64_view = unsigned_view<std::uint64_t>;
 
+/// Whether `obj` is a boolean scalar: Python's, NumPy's `bool_`, or a 0-d bool array or tensor
+/// (all of which `operator.index` would take as 0 or 1).
+bool is_boolean(py::handle obj) {
+  if (py::isinstance<py::bool_>(obj)) return true;
+  if (!py::hasattr(obj, "dtype")) return false;
+  const std::string dtype = py::str(obj.attr("dtype"));
+  return dtype == "bool" || dtype == "torch.bool";
+}
+
 /// `obj` as a Python int through `operator.index` (so NumPy integers work; floats, strings and
 /// bools do not), named `name` in the error.
 py::int_ as_index(py::handle obj, const char* name) {
-  if (!py::isinstance<py::bool_>(obj)) {
+  if (!is_boolean(obj)) {
     PyObject* v = PyNumber_Index(obj.ptr());
     if (v != nullptr) return py::reinterpret_steal<py::int_>(v);
     PyErr_Clear();
   }
   throw_invalid(name, ": expected an int, got ", std::string(py::repr(obj)), " (",
                 std::string(py::str(obj.get_type().attr("__name__"))), ")");
+}
+
+/// A flag from `obj`: Python's or NumPy's bool, else `invalid_input` naming `name` (a string
+/// such as "no" would otherwise count as true).
+bool as_flag(py::handle obj, const char* name) {
+  if (!is_boolean(obj) || (py::hasattr(obj, "ndim") && obj.attr("ndim").cast<py::ssize_t>() != 0))
+    throw_invalid(name, ": expected True or False, got ", std::string(py::repr(obj)));
+  return PyObject_IsTrue(obj.ptr()) == 1;
 }
 
 /// An int from `obj` in [lo, hi], else `invalid_input` naming `name` and the value.
@@ -182,6 +202,14 @@ py::array_t<T> to_numpy(std::vector<T>&& v) {
   auto* owned = new std::vector<T>(std::move(v));
   py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
+/// `a`, no longer writeable: an array a plan or an assignment holds, which an in-place edit
+/// (`idx += offset`) would corrupt behind the checks that made it.
+template <class A>
+A read_only(A a) {
+  a.attr("setflags")(py::arg("write") = false);
+  return a;
 }
 
 template <class T>
@@ -231,10 +259,12 @@ mmbal::balance::count_cap to_count_cap(py::handle obj) {
 std::optional<double> to_capacity(py::handle obj) {
   if (obj.is_none()) return std::nullopt;
   double c = 0;
+  const bool scalar = !is_boolean(obj) && (!py::hasattr(obj, "ndim") || obj.attr("ndim").cast<py::ssize_t>() == 0);
   try {
+    if (!scalar) throw py::cast_error();
     c = obj.cast<double>();
   } catch (const py::cast_error&) {
-    throw_invalid("capacity: expected a number, got ", std::string(py::str(obj)));
+    throw_invalid("capacity: expected a number, got ", std::string(py::repr(obj)));
   }
   if (!std::isfinite(c) || c < 0) throw_invalid("capacity = ", c, " must be a finite number >= 0");
   return c;
@@ -345,7 +375,12 @@ py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handl
   std::vector<double> loads;
   {
     py::gil_scoped_release unlocked;
-    loads = std::visit([&](const auto& c) { return mmbal::bin_loads(a, w.values, c); }, cost);
+    loads = std::visit(
+        [&](const auto& c) {
+          (void)mmbal::lower_bound(w.values, a.bins, c);  // refuses costs that overflow a double, as balance does
+          return mmbal::bin_loads(a, w.values, c);
+        },
+        cost);
   }
   return to_numpy(std::move(loads));
 }
@@ -364,7 +399,7 @@ struct plan_source {
 struct py_plan {
   mmbal::rank_t rank = 0;
   mmbal::rank_t ranks = 0;
-  py::list send_splits, recv_splits;
+  py::tuple send_splits, recv_splits;  // handed out as new lists: the plan's own are immutable
   std::uint64_t source_rows = 0, dest_rows = 0;
   py::array_t<std::int64_t> send_items, recv_items, pack_index, unpack_index;
   std::uint64_t fingerprint = 0;
@@ -408,14 +443,14 @@ py_plan make_py_plan(std::shared_ptr<const plan_source> source, mmbal::rank_t ra
   py_plan out;
   out.rank = rank;
   out.ranks = a.plan.ranks;
-  out.send_splits = to_list(a.plan.send_counts);
-  out.recv_splits = to_list(a.plan.recv_counts);
+  out.send_splits = py::tuple(to_list(a.plan.send_counts));
+  out.recv_splits = py::tuple(to_list(a.plan.recv_counts));
   out.source_rows = a.plan.input_bytes;
   out.dest_rows = a.plan.output_bytes;
-  out.send_items = to_numpy(std::move(a.send_items));
-  out.recv_items = to_numpy(std::move(a.recv_items));
-  out.pack_index = to_numpy(std::move(a.pack_index));
-  out.unpack_index = to_numpy(std::move(a.unpack_index));
+  out.send_items = read_only(to_numpy(std::move(a.send_items)));
+  out.recv_items = read_only(to_numpy(std::move(a.recv_items)));
+  out.pack_index = read_only(to_numpy(std::move(a.pack_index)));
+  out.unpack_index = read_only(to_numpy(std::move(a.unpack_index)));
   out.fingerprint = a.fingerprint;
   out.source = std::move(source);
   return out;
@@ -453,13 +488,12 @@ py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle
 py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
   const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
   const mmbal::rank_t k = rank_count(k_partitions, "k_partitions");
-  const int flag = PyObject_IsTrue(equal_size.ptr());
-  if (flag < 0) throw py::error_already_set();
+  const bool flag = as_flag(equal_size, "equal_size");
   std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
   std::vector<std::vector<std::uint32_t>> parts;
   {
     py::gil_scoped_release unlocked;
-    parts = mmbal_python::balanced_partitions(weights, k, flag != 0, refine);
+    parts = mmbal_python::balanced_partitions(weights, k, flag, refine);
   }
   py::list out(parts.size());
   for (std::size_t p = 0; p < parts.size(); ++p) out[p] = to_list(parts[p]);
@@ -560,16 +594,16 @@ mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle 
   if (py::isinstance<py::dict>(value)) {
     for (auto [key, v] : py::reinterpret_borrow<py::dict>(value)) {
       const std::string k = py::str(key);
-      if (k == "cost")
-        cost = v.cast<std::string>();
-      else if (k == "algorithm")
-        algorithm = v.cast<std::string>();
-      else if (k == "count_cap")
+      if (k == "cost" || k == "algorithm") {
+        if (!py::isinstance<py::str>(v))
+          throw_invalid("policies['", phase, "']['", k, "']: expected a spec string, got ", std::string(py::repr(v)));
+        (k == "cost" ? cost : algorithm) = v.cast<std::string>();
+      } else if (k == "count_cap")
         count_cap = py::reinterpret_borrow<py::object>(v);
       else if (k == "capacity")
         capacity = py::reinterpret_borrow<py::object>(v);
       else if (k == "keep_groups")
-        keep_groups = v.cast<bool>();
+        keep_groups = as_flag(v, ("policies['" + phase + "']['keep_groups']").c_str());
       else
         throw_invalid("policies['", phase, "']: unknown key '", k,
                       "' (expected cost, algorithm, count_cap, capacity, keep_groups)");
@@ -796,6 +830,8 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
 }
 
 py::dict distribution_dict(const mmbal::token_distribution& d) {
+  if (d.total_workload > i64_max)  // the dict's workloads are int64
+    throw_invalid("distribute_tokens: the block workloads sum to ", d.total_workload, ", above 2^63 - 1");
   py::dict out;
   out["tokens"] = d.tokens;
   out["block"] = d.block;
@@ -820,7 +856,8 @@ py::dict distribution_dict(const mmbal::token_distribution& d) {
 py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
                            const std::string& distributor, py::handle seed) {
   const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
-  const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::numeric_limits<std::uint64_t>::max());
+  // A sequence of at most 2^32 - 1 tokens, as a bitfield mask: token_indices holds one int64 per token.
+  const std::uint64_t t = int_in_range(tokens, "tokens", 0, u32_max);
   const mmbal::rank_t g = rank_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
   const mmbal::spec::any_distributor d = mmbal::spec::parse_distributor(
@@ -983,11 +1020,16 @@ Items that stay on this rank go through the buffers as a self send.
 fingerprint is equal on every rank for the same global plan (the rearrangement and the sizes).)doc")
       .def_readonly("rank", &py_plan::rank, "The rank this plan is for.")
       .def_readonly("ranks", &py_plan::ranks, "Number of ranks.")
-      .def_readonly("send_splits", &py_plan::send_splits, "Rows sent to each peer (list[int], one per rank).")
-      .def_readonly("recv_splits", &py_plan::recv_splits, "Rows received from each peer (list[int], one per rank).")
+      .def_property_readonly(
+          "send_splits", [](const py_plan& p) { return py::list(p.send_splits); },
+          "Rows sent to each peer (a new list[int] per access, one per rank).")
+      .def_property_readonly(
+          "recv_splits", [](const py_plan& p) { return py::list(p.recv_splits); },
+          "Rows received from each peer (a new list[int] per access, one per rank).")
       .def_readonly("source_rows", &py_plan::source_rows, "Rows of the local input (= sum(send_splits)).")
       .def_readonly("dest_rows", &py_plan::dest_rows, "Rows of the local output (= sum(recv_splits)).")
-      .def_readonly("send_items", &py_plan::send_items, "int64: source slot of each item in pack order.")
+      .def_readonly("send_items", &py_plan::send_items,
+                    "int64 (read-only, as every index array of the plan): source slot of each item in pack order.")
       .def_readonly("recv_items", &py_plan::recv_items, "int64: destination slot of each item in arrival order.")
       .def_readonly("pack_index", &py_plan::pack_index, "int64, source_rows entries: send_buffer = x[pack_index].")
       .def_readonly("unpack_index", &py_plan::unpack_index,

@@ -244,6 +244,11 @@ TEST_CASE("distribution rejects bad input", "[context]") {
   REQUIRE_THROWS_WITH(lpt_distributor{}(w, rank_t{1} << 31), Contains("G = 2147483648 exceeds"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 512, 0, 2, zigzag_distributor{}), Contains("B = 0"));
   REQUIRE_THROWS_WITH(distribute_tokens(w, 600, 128, 2, zigzag_distributor{}), Contains("expected 5"));
+  // ⌈T/B⌉ near 2^64 used to wrap to 0 blocks: an empty list passed and the tokens vanished.
+  REQUIRE_THROWS_WITH(distribute_tokens({}, ~std::uint64_t{0}, 2, 1, zigzag_distributor{}),
+                      Contains("expected 9223372036854775808"));
+  const std::vector<std::uint64_t> wrapping{std::uint64_t{1} << 63, std::uint64_t{1} << 63};
+  REQUIRE_THROWS_WITH(distribute_tokens(wrapping, 4, 2, 2, lpt_distributor{}), Contains("more than 2^64 - 1 (block 1"));
   REQUIRE_THROWS_WITH(spec::parse_distributor("ring"), Contains("'ring'"));
   struct bad {
     std::vector<rank_t> operator()(std::span<const std::uint64_t> x, rank_t) const {

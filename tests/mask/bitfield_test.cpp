@@ -342,6 +342,10 @@ TEST_CASE("bad input is rejected with the offending value named", "[mask]") {
   REQUIRE_THROWS_AS(block_tile_counts(mask, 0), invalid_input);
   REQUIRE_THROWS_AS(block_tile_counts(mask, 4, {0, 32}), invalid_input);
   REQUIRE_THROWS_AS(make_block_mask(mask, 0, 4), invalid_input);
+  // more cells than max_block_mask_cells (2^28): 16,385² 1-token blocks, refused before any allocation
+  const bitfield_mask long_mask(std::vector<std::uint64_t>(16385, text_bit), std::vector<std::uint32_t>(16385, 0));
+  REQUIRE_THROWS_WITH(make_block_mask(long_mask, 1, 1), Contains("16385 x 16385 blocks of 1 x 1 tokens exceed 2^28"));
+  REQUIRE(make_block_mask(long_mask, 128, 128).num_q_blocks == 129);
   // raw bitfields
   REQUIRE_THROWS_WITH(bitfield_mask({text_bit, reserved_bit | text_bit}, {0, 0}), Contains("token 1"));
   REQUIRE_THROWS_WITH(bitfield_mask({text_bit, causal_bit}, {0, 0}), Contains("token 1"));

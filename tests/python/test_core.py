@@ -111,6 +111,30 @@ def test_user_built_assignment():
         mmbal.Assignment([0, 5], [0, 0], 2)
     with pytest.raises(mmbal.Error, match="rank has 2 entries but slot has 1"):
         mmbal.Assignment([0, 1], [0], 2)
+    # a cost whose loads overflow a double is refused, as mmbal.balance refuses it
+    with pytest.raises(mmbal.Error, match="overflow a double"):
+        a.loads_for([5, 6, 7], "attention:alpha=1e308,beta=1e308")
+
+
+def test_results_are_immutable_and_independent_of_the_inputs():
+    """Validated state cannot be edited in place behind its checks: an assignment copies the
+    caller's arrays and, as a plan, hands out read-only index arrays and new split lists."""
+    rank = np.array([1, 0, 1], np.int32)
+    a = mmbal.Assignment(rank, np.array([1, 0, 0], np.int32), 2)
+    rank[0] = 0  # the caller's array changes; the assignment does not
+    assert a.rank.tolist() == [1, 0, 1]
+    b = mmbal.balance([1, 2, 3], 2)
+    for arr in (a.rank, a.slot, b.rank, b.slot):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1
+    p = mmbal.alltoall_plan([0, 1, 0], b, [2, 3, 4], 0)
+    for arr in (p.pack_index, p.unpack_index, p.send_items, p.recv_items):
+        with pytest.raises(ValueError, match="read-only"):
+            arr += 1
+    splits = p.send_splits
+    splits.append(5)
+    assert p.send_splits == splits[:-1] and sum(p.send_splits) == p.source_rows
+    p.check(0, p.source_rows)
 
 
 # ------------------------------------------------------------------ all-to-all plans
@@ -216,6 +240,14 @@ def test_numpy_integers_are_accepted_as_ints_floats_are_not():
         mmbal.balance([4, 2], 2.0)
     with pytest.raises(mmbal.Error, match="ranks: expected an int, got True"):
         mmbal.balance([4, 2], True)
+    # NumPy's and torch's booleans pass operator.index as 0 or 1: refused as Python's are
+    with pytest.raises(mmbal.Error, match="ranks: expected an int, got True"):
+        mmbal.balance([4, 2], np.bool_(True))
+    with pytest.raises(mmbal.Error, match="rank: expected an int, got array"):
+        mmbal.alltoall_plan([0, 0, 1, 1], a, [1, 1, 1, 1], np.array(True))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(mmbal.Error, match=r"ranks: expected an int, got tensor\(True\)"):
+        mmbal.balance([4, 2], torch.tensor(True))
 
 
 def test_fingerprint_changes_with_sizes_and_inverse():
@@ -283,6 +315,11 @@ def test_plan_bad_input():
         (lambda: mmbal.balance([1, 2], 2, colour="red"), "unknown constraint colour="),
         (lambda: mmbal.balance([1, 2], 2, algorithm="padded", cost="tokens"), "needs a padded cost"),
         (lambda: mmbal.balance("abc", 2), "lengths"),
+        (lambda: mmbal.balance(np.ma.array([3, 100, 2], mask=[0, 1, 0]), 2), "a masked array"),
+        (lambda: mmbal.balance([1, 2], 2, capacity=True), "capacity: expected a number, got True"),
+        (lambda: mmbal.balance([1, 2], 2, capacity=np.array([5.0])), r"capacity: expected a number, got array\(\[5.\]\)"),
+        # one line, without pybind11's "At:" traceback
+        (lambda: mmbal.balance([1, 2], 2, origin=[[0], [0, 1]]), r"^origin: cannot be read as an integer array \(setting an array element with a sequence[^\n]*\)$"),
     ],
 )
 def test_balance_bad_input_raises_error_naming_the_value(call, message):

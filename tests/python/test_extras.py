@@ -46,6 +46,8 @@ def test_isf_oversize_policies():
         (dict(vision=[1], text=[-1], qv=1, qt=1), r"text\[0\] = -1"),
         (dict(vision=[1], text=[1], qv=1, qt=1, oversize="keep"), "oversize = 'keep'"),
         (dict(vision=[1], text=[1], qv=4, qt=1, qv_target=9), "qv_target = 9 is out of range"),
+        (dict(vision=[1], text=[1], qv=1, qt=1, drop_unfilled="no"), "drop_unfilled: expected True or False, got 'no'"),
+        (dict(vision=[1], text=[1], qv=1, qt=1, sort_tail=None), "sort_tail: expected True or False, got None"),
     ],
 )
 def test_isf_bad_input(kwargs, message):
@@ -163,6 +165,11 @@ def test_mask_bad_input():
         m.block_workloads(0)
     with pytest.raises(mmbal.Error, match="q_block = 0"):
         m.block_mask(0, 128)
+    # 40,000 1-token blocks a side: 1.6e9 cells (25 GiB), above the 2^28-cell limit
+    long = mmbal.BitfieldMask.from_bits(np.ones(40000, np.uint64), np.zeros(40000, np.int64))
+    with pytest.raises(mmbal.Error, match="40000 x 40000 blocks of 1 x 1 tokens exceed 2\\^28 cells"):
+        long.block_mask(1, 1)
+    assert long.block_mask(128, 128)["kv_num_blocks"].shape == (1, 1, 313)
     with pytest.raises(mmbal.Error, match="q = 4 is out of range"):
         m.attends(4, 0)
 
@@ -207,3 +214,10 @@ def test_distribution_from_arrays_and_bad_input():
         mmbal.distribute_tokens([1, 2, 3], 2, tokens=4, block=2)
     with pytest.raises(mmbal.Error, match=r"block_workloads\[1\] = -2"):
         mmbal.distribute_tokens([1, -2], 2, tokens=4, block=2)
+    # ceil(T / B) near 2^64 wrapped to 0 blocks, so an empty list passed and the tokens vanished
+    with pytest.raises(mmbal.Error, match=r"tokens = 18446744073709551615 is out of range \[0, 4294967295\]"):
+        mmbal.distribute_tokens([], 1, tokens=2**64 - 1, block=2)
+    with pytest.raises(mmbal.Error, match="sum to more than 2\\^64 - 1"):
+        mmbal.distribute_tokens([2**63, 2**63], 2, tokens=4, block=2)
+    with pytest.raises(mmbal.Error, match="sum to 9223372036854775812, above 2\\^63 - 1"):
+        mmbal.distribute_tokens([2**63 - 1, 5], 1, tokens=4, block=2)

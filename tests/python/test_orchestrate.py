@@ -176,6 +176,20 @@ def test_empty_workload_has_only_the_llm_phase():
         (lambda: mmbal.Orchestrator(2, policies={"llm": ("attention:beta=nan", "lpt")}), "beta = 'nan'"),
         (lambda: mmbal.Orchestrator(2, policies={"text": ("tokens", "lpt")}), "phase 'text' does not exist"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"colour": 1}}), "unknown key 'colour'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"cost": 5}}), r"policies\['llm'\]\['cost'\]: expected a spec string, got 5"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"algorithm": None}}), r"\['algorithm'\]: expected a spec string, got None"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"keep_groups": "yes"}}), r"\['keep_groups'\]: expected True or False, got 'yes'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"keep_groups": None}}), r"\['keep_groups'\]: expected True or False, got None"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"capacity": True}}), "capacity: expected a number, got True"),
+        (lambda: mmbal.Orchestrator(2, relabel="no"), "relabel: expected True or False, got 'no'"),
+        (lambda: mmbal.Orchestrator(np.bool_(True)), "ranks: expected an int, got True"),
+        # item bytes whose sums would wrap the traffic counts (2 x (2^32 - 1)^2 > 2^57)
+        (lambda: mmbal.Orchestrator(2, bytes_per_token=2**32 - 1, ranks_per_node=1).plan(
+            mmbal.Workload([0, 0, 1, 1], [0, 1, 2, 3], ["image"] * 4, [1] * 4, [2**32 - 1] * 4)),
+         "phase 'image': its 4 items carry more than 2\\^57 bytes"),
+        (lambda: mmbal.Orchestrator(2, bytes_per_token=2**32 - 1).plan(
+            mmbal.Workload([0, 0, 1, 1], [0, 1, 2, 3], ["text"] * 4, [2**32 - 1] * 4)),
+         "phase 'llm': its 4 items carry more than 2\\^57 bytes"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"capacity": float("nan")}}), "capacity = nan"),
         (lambda: mmbal.Orchestrator(2, bytes_per_token=0), "bytes_per_token = 0"),
         (lambda: mmbal.Orchestrator(2).plan(mmbal.Workload([0, 5], [], [], [])), "is on rank 5 >= ranks 2"),

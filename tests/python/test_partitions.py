@@ -151,6 +151,8 @@ def test_refinement_improves_a_case_kk_misses():
         (([1.5, 2.0], 1, False), "seqlen_list: expected integers"),
         (([[1, 2]], 1, False), "seqlen_list: expected a 1-D array"),
         (([], 1, False), "0 items < k_partitions = 1"),
+        (([1, 2], 2, "no"), "equal_size: expected True or False, got 'no'"),
+        (([1, 2], 2, np.array([1, 2])), r"equal_size: expected True or False, got array\(\[1, 2\]\)"),
     ],
 )
 def test_bad_input(args, message):

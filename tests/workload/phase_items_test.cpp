@@ -42,6 +42,17 @@ TEST_CASE("phase item bytes and group ids") {
   mmbal::phase_items huge;
   huge.weights = {std::numeric_limits<mmbal::length_t>::max()};
   CHECK_THROWS_WITH(mmbal::phase_item_bytes(huge, std::uint64_t{1} << 40, "llm"), Catch::Contains("item 0"));
+  // Each product fits, but the phase's sum would wrap the traffic counts: refused at 2^57 + 1,
+  // taken at exactly 2^57.
+  mmbal::phase_items many;
+  many.weights.assign(3, std::numeric_limits<mmbal::length_t>::max());
+  CHECK_THROWS_WITH(mmbal::phase_item_bytes(many, std::uint64_t{1} << 32, "image"),
+                    Catch::Contains("phase 'image': its 3 items carry more than 2^57 bytes"));
+  many.weights.assign(2, 1);
+  CHECK(mmbal::phase_item_bytes(many, mmbal::max_phase_bytes / 2, "image") ==
+        std::vector<std::uint64_t>{mmbal::max_phase_bytes / 2, mmbal::max_phase_bytes / 2});
+  many.weights.push_back(1);
+  CHECK_THROWS_AS(mmbal::phase_item_bytes(many, mmbal::max_phase_bytes / 2, "image"), mmbal::invalid_input);
 
   const auto llm = mmbal::phase_items_of(w, "llm");
   const auto groups = mmbal::phase_group_ids(llm, "llm");

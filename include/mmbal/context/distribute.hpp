@@ -160,18 +160,25 @@ struct token_distribution {
 /// `block_workloads` (one per block, e.g. `block_workloads(mask, block)`) over `ranks` ranks
 /// with distributor `d`. O(distributor + n + G).
 /// @throws invalid_input if G = 0 or above `max_ranks`, B = 0, the block count does not match
-/// ⌈T/B⌉, or the distributor returns a rank ≥ G or a wrong size.
+/// ⌈T/B⌉, the block workloads sum to more than 2^64 − 1, or the distributor returns a rank ≥ G
+/// or a wrong size.
 /// @see Cornstarch §4.3.2.
 template <token_distributor D>
 [[nodiscard]] token_distribution distribute_tokens(std::span<const std::uint64_t> block_workloads, std::uint64_t tokens,
                                                    std::uint32_t block, rank_t ranks, const D& d) {
   detail::check_ranks(ranks);
   if (block == 0) detail::throw_invalid("block size B = 0 (must be at least 1)");
-  const std::uint64_t n = (tokens + block - 1) / block;
+  const std::uint64_t n = tokens / block + (tokens % block != 0);  // ⌈T/B⌉ without overflow near 2^64
   if (block_workloads.size() != n)
     detail::throw_invalid("distribute_tokens: ", block_workloads.size(), " block workloads for ", tokens,
                           " tokens in blocks of ", block, " (expected ", n, ")");
   token_distribution out;
+  for (std::uint64_t b = 0; b < n; ++b) {  // before the distributor, whose loads would wrap too
+    if (block_workloads[b] > std::numeric_limits<std::uint64_t>::max() - out.total_workload)
+      detail::throw_invalid("distribute_tokens: the block workloads sum to more than 2^64 - 1 (block ", b, " adds ",
+                            block_workloads[b], " to ", out.total_workload, ")");
+    out.total_workload += block_workloads[b];
+  }
   out.tokens = tokens;
   out.block = block;
   out.ranks = ranks;
@@ -192,8 +199,7 @@ template <token_distributor D>
     const rank_t r = out.rank_of_block[b];
     out.rank_offsets[r].push_back(b * block);
     out.rank_tokens[r] += std::min<std::uint64_t>(block, tokens - b * block);
-    out.rank_workloads[r] += block_workloads[b];
-    out.total_workload += block_workloads[b];
+    out.rank_workloads[r] += block_workloads[b];  // <= the total, checked above: no overflow
   }
   return out;
 }

@@ -72,13 +72,20 @@ namespace detail {
 
 }  // namespace detail
 
+/// The most (query block, key block) cells a block mask may have: 2^28, i.e. 4 GiB in its four
+/// padded index arrays (16 bytes a cell). FlexAttention's default 128 × 128 blocks reach it at
+/// T = 2 M tokens; smaller blocks on long sequences ask for more memory than the mask is worth
+/// (1-token blocks at T = 46 K would take 32 GiB).
+inline constexpr std::uint64_t max_block_mask_cells = std::uint64_t{1} << 28;
+
 /// Builds the FlexAttention block mask of `mask` with query blocks of `q_block` and key
 /// blocks of `kv_block` tokens (defaults 128, FlexAttention's). Per query block it counts the
 /// attended pairs of every key block from the runs (no dense mask): a pair is empty at 0,
 /// full at rows · cols, partial otherwise.
 /// O(num_q_blocks · (num_kv_blocks + R · runs per document)), R = runs meeting a block.
 /// Guarantee: `kind(qb, kb)` equals the classification of the dense mask's block.
-/// @throws invalid_input if a block size is 0 or num_q_blocks · num_kv_blocks exceeds 2^31.
+/// @throws invalid_input if a block size is 0 or num_q_blocks · num_kv_blocks exceeds
+/// `max_block_mask_cells`.
 [[nodiscard]] inline block_mask make_block_mask(const bitfield_mask& mask, std::uint32_t q_block = 128,
                                                 std::uint32_t kv_block = 128) {
   if (q_block == 0 || kv_block == 0)
@@ -89,9 +96,9 @@ namespace detail {
   out.num_q_blocks = block_count(mask.size(), q_block);
   out.num_kv_blocks = block_count(mask.size(), kv_block);
   const std::uint64_t cells = std::uint64_t{out.num_q_blocks} * out.num_kv_blocks;
-  if (cells > (std::uint64_t{1} << 31))
-    detail::throw_invalid("make_block_mask: ", out.num_q_blocks, " x ", out.num_kv_blocks,
-                          " blocks are too many for the padded layout (use larger blocks)");
+  if (cells > max_block_mask_cells)
+    detail::throw_invalid("make_block_mask: ", out.num_q_blocks, " x ", out.num_kv_blocks, " blocks of ", q_block,
+                          " x ", kv_block, " tokens exceed 2^28 cells (4 GiB in the padded layout; use larger blocks)");
   out.kv_num_blocks.assign(out.num_q_blocks, 0);
   out.full_kv_num_blocks.assign(out.num_q_blocks, 0);
   out.kv_indices.assign(cells, 0);

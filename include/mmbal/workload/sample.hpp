@@ -296,14 +296,27 @@ inline void phase_items_of(const workload& w, std::string_view phase, phase_item
   return p;
 }
 
+/// The most bytes one phase may carry in all: 2^57 (128 PiB). Every traffic count sums item
+/// bytes over at most two hops and the 62 phases a workload can have (61 modalities and the
+/// LLM), so 2 · 62 · 2^57 < 2^64 keeps every reported sum exact instead of wrapping.
+inline constexpr std::uint64_t max_phase_bytes = std::uint64_t{1} << 57;
+
 /// Bytes of each item of a phase: its weight (LLM tokens for the LLM phase, encoder length for
 /// an encoder phase) × `bytes_per_token`. Throws `invalid_input` naming the phase and item if a
-/// product exceeds 2^64 − 1. Writes into `bytes` (its buffer is reused). O(n).
+/// product exceeds 2^64 − 1, or naming the phase if their sum exceeds `max_phase_bytes`. Writes
+/// into `bytes` (its buffer is reused). O(n).
 inline void phase_item_bytes(const phase_items& items, std::uint64_t bytes_per_token, std::string_view phase,
                              std::vector<std::uint64_t>& bytes) {
   bytes.resize(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i)
+  std::uint64_t total = 0;  // saturates just above the limit: never wraps
+  for (std::size_t i = 0; i < items.size(); ++i) {
     bytes[i] = detail::token_bytes(items.weights[i], bytes_per_token, phase, i);
+    if (total <= max_phase_bytes) total += std::min(bytes[i], max_phase_bytes + 1);
+  }
+  if (total > max_phase_bytes)
+    detail::throw_invalid("phase '", phase, "': its ", items.size(),
+                          " items carry more than 2^57 bytes (max_phase_bytes) at ", bytes_per_token,
+                          " bytes per token");
 }
 
 /// `phase_item_bytes` into a new vector.
