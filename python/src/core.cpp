@@ -527,9 +527,11 @@ struct py_workload {
     auto intern = [&](py::handle name, const std::string& where) {
       if (!py::isinstance<py::str>(name)) throw_invalid(where, " = ", std::string(py::repr(name)), " is not a str");
       const std::string text = name.cast<std::string>();
-      if (text.empty()) throw_invalid(where, " is empty");
-      if (text == "llm") throw_invalid(where, " = 'llm' is reserved for the LLM phase");
-      return w.intern_modality(text);
+      try {
+        return w.intern_modality(text);
+      } catch (const mmbal::invalid_input& e) {
+        throw_invalid(where, ": ", e.what());
+      }
     };
     if (!modalities.is_none()) {
       // Integer ids into `modalities` (fast for large batches: no Python string per segment).
@@ -793,7 +795,8 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
   o.qt = positive_count(qt, "qt");
   if (!qv_target.is_none()) o.qv_target = int_in_range(qv_target, "qv_target", 0, o.qv);
   if (!qt_target.is_none()) o.qt_target = int_in_range(qt_target, "qt_target", 0, o.qt);
-  o.iterations = static_cast<std::uint32_t>(int_in_range(iterations, "iterations", 0, 1u << 20));
+  o.iterations =
+      static_cast<std::uint32_t>(int_in_range(iterations, "iterations", 0, mmbal::sampling::max_isf_iterations));
   o.seed = int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max());
   using policy = mmbal::sampling::oversize_policy;
   if (oversize == "singleton")

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <random>
@@ -306,6 +307,20 @@ TEST_CASE("bad input is rejected with the offending entry") {
   CHECK_THROWS_AS(mmbal::spec::parse_schedule("interleaved:0"), mmbal::invalid_input);
   CHECK_THROWS_AS(mmbal::spec::parse_schedule("interleaved:x"), mmbal::invalid_input);
   CHECK_THROWS_AS(mmbal::spec::parse_schedule("zb"), mmbal::invalid_input);
+  // V beyond max_chunks (a simulation keeps O(p·m·V) state) is named with its range.
+  CHECK(mmbal::spec::parse_schedule("interleaved:1024").chunks == max_chunks);
+  CHECK_THROWS_WITH(mmbal::spec::parse_schedule("interleaved:1025"),
+                    Catch::Contains("V = 1025 is out of range [1, 1024]"));
+  CHECK_THROWS_WITH(mmbal::spec::parse_schedule("interleaved:99999999999999999999"), Catch::Contains("out of range"));
+  CHECK_THROWS_AS(simulate(t, identity_order(3), schedule{schedule_kind::interleaved, max_chunks + 1}),
+                  mmbal::invalid_input);
+  // Finite times and hops whose sums overflow: the makespan was inf, reported as a number.
+  stage_times huge(2, 2);
+  for (double& x : huge.forward) x = 1e308;
+  CHECK_THROWS_WITH(simulate(huge, identity_order(2)), Catch::Contains("sum beyond a double"));
+  CHECK_THROWS_WITH(lower_bound(t, {}, 1e308), Catch::Contains("hop time 1e+308"));
+  CHECK_THROWS_WITH(simulate(t, identity_order(3), {}, 1e308), Catch::Contains("hop time 1e+308"));
+  CHECK(std::isfinite(simulate(t, identity_order(3), {}, 1e300)));
 }
 
 TEST_CASE("simulate_suffix equals a full simulation for every first changed position") {

@@ -230,9 +230,13 @@ TEST_CASE("isf: filtering on hand-built instances", "[sampling][isf]") {
   REQUIRE(r.stats.final_groups == 1);
   REQUIRE(r.dropped.empty());
 
-  // Early stop bounds the work even for an absurd T.
-  o.iterations = 4'000'000'000u;
+  // Early stop: once the pool cannot reach a target, the rest of T is skipped.
+  o.iterations = max_isf_iterations;
   REQUIRE(isf(v, t, o).stats.iterations_run == 1);
+  // T beyond the bound is refused: rounds that can keep nothing are not always skipped (a
+  // two-sample pool whose samples cannot share a group, yet each is below the targets).
+  o.iterations = max_isf_iterations + 1;
+  REQUIRE_THROWS_WITH(isf(v, t, o), Catch::Contains("iterations = 65537 exceeds max_isf_iterations = 65536"));
   o.iterations = 2;
 
   // The same with drop_unfilled: the leftover sample is dropped and counted.

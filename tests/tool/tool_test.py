@@ -276,6 +276,59 @@ def case_bad_input():
     assert "micro_batches = 4000000000 exceeds 16777216" in p.stderr, p.stderr
     p = run("balance", "--input", os.path.join(TMP, "missing.jsonl"), "--ranks", "4", expect=2)
     assert "missing.jsonl" in p.stderr
+    bad_input_found_in_session_28(good)
+
+
+def bad_input_found_in_session_28(good):
+    """Tiny inputs that hung for minutes, printed null as a number with exit 0, crashed with an
+    internal error, or made two phases of one name."""
+    def write(name, text):
+        path = os.path.join(TMP, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    # An encoder modality named "llm" made a second phase "llm" (balance reached only one).
+    llm = write("llm_modality.jsonl", '{"id":0,"segments":[["text",10],["llm",5,7]]}\n')
+    p = run("orchestrate", "--input", llm, "--ranks", "2", expect=2)
+    assert "line 1" in p.stderr and "segments[1][0]" in p.stderr and "'llm' is reserved" in p.stderr, p.stderr
+    # ISF rounds that can keep nothing ran all of a mistyped T (10^8 on two samples: minutes).
+    two = write("isf_two.jsonl", '{"segments":[["text",60]]}\n{"segments":[["text",60]]}\n')
+    p = run("isf", "--input", two, "--ranks", "1", "--qv", "1", "--qt", "100", "--qt-target", "100", "--iterations",
+            "100000000", expect=2)
+    assert "--iterations = 100000000 exceeds 65536" in p.stderr, p.stderr
+    p = run("isf", "--input", two, "--ranks", "1", "--qv", "1", "--qt", "100", "--qt-target", "100", "--iterations",
+            "65536", "--json")
+    out = json.loads(p.stdout)
+    assert out["iterations"] == 65536 and out["groups"] == 2 and out["dropped"] == 0, out
+    # Stage times whose sum overflows a double: every makespan was printed as null, exit 0.
+    huge = write("times_huge.json", '{"forward":[[1e308,1e308],[1e308,1e308]],"backward":[[1e308,1e308],[1e308,1e308]]}')
+    p = run("pipeline", "--times", huge, "--json", expect=2)
+    assert huge in p.stderr and "sum beyond a double" in p.stderr, p.stderr
+    small = write("times_small.json", '{"forward":[[1,2],[3,4]],"backward":[[2,4],[6,8]]}')
+    p = run("pipeline", "--times", small, "--hop", "1e308", "--json", expect=2)
+    assert "hop time 1e+308" in p.stderr, p.stderr
+    # interleaved:V of 10^6 simulated 256 orders of 4·10^7 operations (minutes, 2 GB).
+    p = run("pipeline", "--times", small, "--schedule", "interleaved:1000000", expect=2)
+    assert "V = 1000000 is out of range [1, 1024]" in p.stderr, p.stderr
+    p = run("pipeline", "--times", small, "--schedule", "interleaved:1024", "--json")
+    assert json.loads(p.stdout)["schedule"] == "interleaved:1024"
+    # More micro-batches than samples: all but a few empty, ordered in O(p·M²) (minutes).
+    model = write("model_llm.json", '{"stages":[{"modules":[{"kind":"llm"}]},{"modules":[{"kind":"llm"}]}]}')
+    p = run("pipeline", "--input", good, "--model", model, "--ranks", "1", "--micro-batches", "100000", expect=2)
+    assert "--micro-batches = 100000 exceeds the 1 samples" in p.stderr, p.stderr
+    # --tflops of 1e-310 or inf printed null step times with exit 0.
+    for value in ("1e-310", "inf"):
+        p = run("simulate", "--tflops", value, expect=2)
+        assert "--tflops" in p.stderr and "[0.001, 1e6]" in p.stderr, p.stderr
+    # --window beyond the file reserved that many slots ("internal error: vector::reserve"); a
+    # negative one wrapped around.
+    steps = write("steps_two.jsonl", '{"ranks":[[100]],"step_time":0.5}\n{"ranks":[[200]],"step_time":1.0}\n'
+                  '{"ranks":[[300, 10]],"step_time":1.6}\n')
+    p = run("fit", "--steps", steps, "--window", "1152921504606846975", "--json")
+    assert json.loads(p.stdout)["steps"] == 3, p.stdout
+    p = run("fit", "--steps", steps, "--window", "-5", expect=2)
+    assert "--window = -5 must be >= 0" in p.stderr, p.stderr
 
 
 def isf_sizes(samples, vision):

@@ -22,7 +22,7 @@ namespace {
 struct fit_cli_options {
   std::string steps;
   double temperature = mmbal::cost::fit_options{}.temperature;
-  std::size_t window = 0;  // 0 = every step
+  std::int64_t window = 0;  // 0 = every step (signed: a negative value is named, not wrapped)
   bool json = false;
 };
 
@@ -95,16 +95,18 @@ int run_fit(const fit_cli_options& o) {
   options.temperature = o.temperature;
   cost::fit_result r{cost::fitted{}, cost::fitted{}, {}, 0, 0};
   double us = 0;
-  if (o.window > 0) {
+  if (o.window < 0) mmbal::detail::throw_invalid("--window = ", o.window, " must be >= 0");
+  const auto window = static_cast<std::size_t>(o.window);
+  if (window > 0) {
     // The online refit: every step enters the window in file order; the model is fitted to the
     // last `window` of them, as a trainer refitting during training would see it.
-    cost::online_fit online(o.window, options);
+    cost::online_fit online(window, options);
     for (const auto& s : steps) online.add_step(s);
     us = tool::elapsed_us([&] { r = online.fit(); });
   } else {
     us = tool::elapsed_us([&] { r = cost::fit_cost(steps, options); });
   }
-  const std::size_t fitted_steps = o.window > 0 ? std::min(o.window, steps.size()) : steps.size();
+  const std::size_t fitted_steps = window > 0 ? std::min(window, steps.size()) : steps.size();
   const std::string spec = spec::to_spec(spec::any_cost{r.model});
   if (o.json) {
     nlohmann::json j;

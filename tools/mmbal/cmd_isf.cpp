@@ -87,6 +87,8 @@ int run_isf(const isf_state& s) {
   const mmbal::workload w = mmbal::tool::read_workload(s.input, 0);
   const sizes x = sample_sizes(w, s.vision == "images");
 
+  if (s.iterations > mmbal::sampling::max_isf_iterations)
+    mmbal::detail::throw_invalid("--iterations = ", s.iterations, " exceeds ", mmbal::sampling::max_isf_iterations);
   isf_options o;
   o.qv = s.qv;
   o.qt = s.qt;

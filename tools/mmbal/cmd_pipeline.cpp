@@ -88,6 +88,11 @@ stage_times read_times(const std::string& path) {
   stage_times t(static_cast<std::uint32_t>(f.size()), mmbal::checked_count(f[0].size(), "micro-batches"));
   for (std::uint32_t s = 0; s < t.stages; ++s)
     for (std::uint32_t k = 0; k < t.micro_batches; ++k) t.forward_at(s, k) = f[s][k], t.backward_at(s, k) = b[s][k];
+  try {
+    validate(t);  // each time is checked above; this adds their sum
+  } catch (const mmbal::invalid_input& e) {
+    mmbal::detail::throw_invalid(path, ": ", e.what());
+  }
   return t;
 }
 
@@ -260,6 +265,10 @@ int run_pipeline(const pipeline_options& o) {
     if (o.micro_batches == 0) mmbal::detail::throw_invalid("--micro-batches: must be > 0");
     const pipeline_model model = read_model(o.model);
     const mmbal::workload w = mmbal::tool::read_workload(o.input, o.ranks);
+    // More micro-batches than samples are all empty but cost O(p·M²) to order (disttrain).
+    if (o.micro_batches > w.samples.size())
+      mmbal::detail::throw_invalid("--micro-batches = ", o.micro_batches, " exceeds the ", w.samples.size(),
+                                   " samples of ", o.input);
     const auto split = std::visit([&](const auto& c) { return rank_micro_batches(w, o.ranks, o.micro_batches, c); },
                                   mmbal::spec::parse_cost(o.cost));
     for (const auto& mbs : split) {

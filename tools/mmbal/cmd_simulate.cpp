@@ -156,7 +156,10 @@ int run_simulate(const simulate_state& s) {
   (void)mmbal::checked_ranks(s.ranks, "--ranks");
   if (s.samples_per_rank == 0) mmbal::detail::throw_invalid("--samples-per-rank 0: need at least one sample per rank");
   const mmbal::orchestrate::orchestrator_options opt = s.orchestrator.options(s.ranks);
-  if (!(s.tflops > 0)) mmbal::detail::throw_invalid("--tflops ", s.tflops, ": must be > 0");
+  // 1 GFLOPS to 1 EFLOPS per rank: every device there is, and step times that stay finite
+  // and normal (1e-310 gave infinite times, inf zero ones).
+  if (!(s.tflops >= 1e-3 && s.tflops <= 1e6))
+    mmbal::detail::throw_invalid("--tflops ", s.tflops, ": must be in [0.001, 1e6]");
   const mmbal::family f = mmbal::parse_family(s.family);
   if (f == mmbal::family::longctx)
     mmbal::detail::throw_invalid("--family longctx: simulate needs a sample workload (llava, internvl, audio, omni)");

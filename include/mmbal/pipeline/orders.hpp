@@ -133,9 +133,10 @@ struct positioned_times {
 /// Options of `search_order`.
 struct search_options {
   /// Simulations allowed (the search is deterministic: a budget of simulations, not of
-  /// time). 0 (default): as many as 3·2^21 simulated operations allow, at least 256 — 6,144 at
-  /// p = 8, m = 64 (≈ 32 ms on one core; a candidate re-simulates only from the first position
-  /// it changes), more for smaller pipelines.
+  /// time). 0 (default): as many as 3·2^21 simulated operations allow, at least 256 while
+  /// those cost at most 3·2^24 operations — 6,144 at p = 8, m = 64 (≈ 32 ms on one core; a
+  /// candidate re-simulates only from the first position it changes), more for smaller
+  /// pipelines. A value set here is the caller's: time grows with it.
   std::uint64_t max_evaluations = 0;
   std::uint64_t seed = 0;  ///< seeds the perturbations of the iterated local search
 };
@@ -160,7 +161,7 @@ struct search_result {
 ///    search again, until `max_evaluations` simulations have run.
 /// - Guarantee: the result is never worse than any order in `starts` (it starts at their best
 ///   and only keeps improvements); optimal when all orders fit the budget.
-/// - Complexity: O(max_evaluations · p·m·v) time (default: O(3·2^21)), O(p·m·v) memory.
+/// - Complexity: O(max_evaluations · p·m·v) time (default: O(3·2^24) at most), O(p·m·v) memory.
 /// - Errors: as `simulate`; `starts` empty or with an invalid order.
 [[nodiscard]] inline search_result search_order(const stage_times& t,
                                                 std::span<const std::vector<std::uint32_t>> starts,
@@ -185,9 +186,13 @@ struct search_result {
   double cur_ms = r.makespan;
   const std::uint64_t ops_per_simulation =
       std::uint64_t{2} * t.stages * m * (sched.kind == schedule_kind::interleaved ? sched.chunks : 1);
-  const std::uint64_t budget = options.max_evaluations > 0
-                                   ? options.max_evaluations
-                                   : std::max<std::uint64_t>(256, (std::uint64_t{3} << 21) / ops_per_simulation);
+  // Default: ~6 M simulated operations, but at least 256 simulations while they cost at most
+  // ~50 M operations (a fixed floor would make a huge interleaved instance run for minutes).
+  const std::uint64_t budget =
+      options.max_evaluations > 0
+          ? options.max_evaluations
+          : std::max((std::uint64_t{3} << 21) / ops_per_simulation,
+                     std::min<std::uint64_t>(256, (std::uint64_t{3} << 24) / ops_per_simulation));
   const auto budget_left = [&] { return r.evaluations < budget; };
   auto improves = [&](double ms, double ref) { return ms < ref - 1e-12 * std::max(1.0, std::abs(ref)); };
   // Small pipelines: when all m! orders fit the budget, try every one (exact, and far fewer

@@ -51,8 +51,8 @@ struct stage_times {
 };
 
 /// Throws `invalid_input` unless there is at least one stage and one micro-batch, the vectors
-/// hold p × m times, and every time is finite and ≥ 0; the message names the first offending
-/// entry as `forward[s][j]` / `backward[s][j]`. O(p·m).
+/// hold p × m times, every time is finite and ≥ 0 (the message names the first offending entry
+/// as `forward[s][j]` / `backward[s][j]`), and so is their sum. O(p·m).
 inline void validate(const stage_times& t) {
   if (t.stages == 0) mmbal::detail::throw_invalid("stage times: no stages");
   if (t.micro_batches == 0) mmbal::detail::throw_invalid("stage times: no micro-batches");
@@ -60,13 +60,20 @@ inline void validate(const stage_times& t) {
   if (t.forward.size() != n || t.backward.size() != n)
     mmbal::detail::throw_invalid("stage times: ", t.forward.size(), " forward and ", t.backward.size(),
                                  " backward times for ", t.stages, " stages x ", t.micro_batches, " micro-batches");
+  double total = 0;
   for (int b = 0; b < 2; ++b) {
     const std::vector<double>& v = b == 0 ? t.forward : t.backward;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       if (!(std::isfinite(v[i]) && v[i] >= 0))
         mmbal::detail::throw_invalid(b == 0 ? "forward[" : "backward[", i / t.micro_batches, "][", i % t.micro_batches,
                                      "] = ", v[i], " is not a finite time >= 0");
+      total += v[i];
+    }
   }
+  // Every makespan and bound is a sum of these times (and hops): finite parts whose sum is
+  // not would give an infinite makespan that nothing else reports.
+  if (!std::isfinite(total))
+    mmbal::detail::throw_invalid("stage times: the forward and backward times sum beyond a double (", total, ")");
 }
 
 /// Which pipeline schedule runs.
@@ -76,7 +83,13 @@ enum class schedule_kind : std::uint8_t {
   gpipe,        ///< every forward, then every backward (last in, first out)
 };
 
-/// A schedule: its kind and, for `interleaved`, the number v ≥ 1 of model chunks per stage.
+/// The most model chunks per stage of an interleaved schedule: 1,024 (Megatron's virtual
+/// pipelines use a handful; every chunk holds at least one layer). A simulation keeps
+/// O(p·m·v) state, so a mistyped v of 10^6 would take gigabytes.
+inline constexpr std::uint32_t max_chunks = 1024;
+
+/// A schedule: its kind and, for `interleaved`, the number 1 ≤ v ≤ `max_chunks` of model
+/// chunks per stage.
 struct schedule {
   schedule_kind kind = schedule_kind::one_f_one_b;
   std::uint32_t chunks = 1;
@@ -363,6 +376,16 @@ inline void check_order(std::span<const std::uint32_t> order, std::uint32_t m, s
 inline void check_hop(double hop) {
   if (!(std::isfinite(hop) && hop >= 0)) mmbal::detail::throw_invalid("pipeline: hop time ", hop, " is not >= 0");
 }
+
+/// Throws `invalid_input` when the stage times (valid: their sum is finite) plus a hop for each
+/// of the 2·p·m·v operations overflow a double, a bound on every makespan of every order.
+inline void check_makespan_bound(const stage_times& t, std::uint32_t chunks, double hop) {
+  double bound = 2.0 * t.stages * t.micro_batches * chunks * hop;
+  for (std::size_t i = 0; i < t.forward.size(); ++i) bound += t.forward[i] + t.backward[i];
+  if (!std::isfinite(bound))
+    mmbal::detail::throw_invalid("pipeline: hop time ", hop, " over ", 2.0 * t.stages * t.micro_batches * chunks,
+                                 " operations and the stage times sum beyond a double");
+}
 }  // namespace detail
 
 /// Simulates schedule `sched` running the micro-batches of `t` in `order` (order[k] = the id of
@@ -386,15 +409,17 @@ inline void check_hop(double hop) {
 ///   stage in run order; sort by start for a time line).
 /// - Complexity: O(p·m·v) time; no allocation when `ws` was used before for the same shape.
 /// - Errors (`invalid_input`): invalid `t` (see `validate`), `order` not a permutation of
-///   0..m−1, hop < 0 or not finite.
+///   0..m−1, hop < 0 or not finite, or times and hops that sum beyond a double.
 inline double simulate(const stage_times& t, std::span<const std::uint32_t> order, const schedule& sched, double hop,
                        simulation_workspace& ws, std::vector<operation>* ops = nullptr) {
   validate(t);
   std::vector<char> seen;
   detail::check_order(order, t.micro_batches, seen);
   detail::check_hop(hop);
-  if (sched.kind == schedule_kind::interleaved && sched.chunks == 0)
-    mmbal::detail::throw_invalid("pipeline: interleaved schedule with 0 chunks");
+  if (sched.kind == schedule_kind::interleaved && (sched.chunks == 0 || sched.chunks > max_chunks))
+    mmbal::detail::throw_invalid("pipeline: interleaved schedule with ", sched.chunks, " chunks (expected 1 to ",
+                                 max_chunks, ")");
+  detail::check_makespan_bound(t, sched.kind == schedule_kind::interleaved ? sched.chunks : 1, hop);
   return simulate_unchecked(t, order, sched, hop, ws, ops, std::numeric_limits<double>::infinity());
 }
 
@@ -444,6 +469,7 @@ inline double simulate(const stage_times& t, std::span<const std::uint32_t> orde
   detail::check_hop(hop);
   const std::uint32_t p = t.stages, m = t.micro_batches;
   const std::uint32_t v = sched.kind == schedule_kind::interleaved ? std::max<std::uint32_t>(sched.chunks, 1) : 1;
+  detail::check_makespan_bound(t, v, hop);
   const double link = p > 1 ? hop : 0.0;
   double best = 0;
   for (std::uint32_t j = 0; j < m; ++j)

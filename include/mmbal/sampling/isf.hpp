@@ -87,8 +87,9 @@ struct isf_options {
   std::uint64_t qt = 0;                    ///< Qt, LLM-token cap per group (required, > 0)
   std::optional<std::uint64_t> qv_target;  ///< Qv', default Qv (paper §5.2); must be <= Qv
   std::optional<std::uint64_t> qt_target;  ///< Qt', default Qt − 128 (paper §5.2; Qt when Qt <= 128); <= Qt
-  std::uint32_t iterations = 10;           ///< T, sampling+filtering rounds (paper: 10); 0 = final pass only
-  std::uint64_t seed = 0;                  ///< shuffle seed; pass p uses `make_rng(seed, p)`
+  std::uint32_t iterations =
+      10;                  ///< T, sampling+filtering rounds (paper: 10; ≤ `max_isf_iterations`); 0 = final pass only
+  std::uint64_t seed = 0;  ///< shuffle seed; pass p uses `make_rng(seed, p)`
   oversize_policy oversize = oversize_policy::singleton;  ///< samples above a cap on their own
   bool drop_unfilled = false;  ///< drop (and count) final-pass groups that miss both targets; default keep
   /// Order the final-pass groups, and separately the singletons, by descending Σt (then Σv,
@@ -134,10 +135,18 @@ struct isf_result {
   isf_stats stats;
 };
 
+/// The most sampling+filtering rounds an ISF run takes: 2^16 (the paper uses 10). Rounds that
+/// keep nothing cost as much as any other, and whether a pool can still form a group that
+/// meets a target is a subset-sum question, so they are not skipped: the bound keeps a
+/// mistyped T (10^8) from running for minutes on a two-sample pool.
+inline constexpr std::uint32_t max_isf_iterations = 1u << 16;
+
 /// Resolves and checks ISF thresholds: Qv, Qt > 0, Qv' <= Qv, Qt' <= Qt (a target above its
-/// cap can never be met by a capped group and would only ever keep oversize singletons).
-/// Throws `invalid_input` naming the value.
+/// cap can never be met by a capped group and would only ever keep oversize singletons), and
+/// T ≤ `max_isf_iterations`. Throws `invalid_input` naming the value.
 [[nodiscard]] inline isf_thresholds resolve_thresholds(const isf_options& o) {
+  if (o.iterations > max_isf_iterations)
+    detail::throw_invalid("isf: iterations = ", o.iterations, " exceeds max_isf_iterations = ", max_isf_iterations);
   if (o.qv == 0) detail::throw_invalid("isf: qv = 0 (the vision cap must be > 0; use a large qv to ignore vision)");
   if (o.qt == 0) detail::throw_invalid("isf: qt = 0 (the LLM-token cap must be > 0)");
   isf_thresholds q{o.qv, o.qt, o.qv_target.value_or(o.qv), o.qt_target.value_or(default_qt_target(o.qt))};

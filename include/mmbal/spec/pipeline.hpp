@@ -8,13 +8,14 @@
 #include <mmbal/pipeline/orders.hpp>
 #include <mmbal/pipeline/schedule.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
 namespace mmbal::spec {
 
-/// Parses "1f1b", "interleaved:V" (V ≥ 1, also "interleaved:v=V") or "gpipe". Throws
-/// `invalid_input` naming the spec otherwise.
+/// Parses "1f1b", "interleaved:V" (1 ≤ V ≤ `pipeline::max_chunks`, also "interleaved:v=V") or
+/// "gpipe". Throws `invalid_input` naming the spec otherwise.
 [[nodiscard]] inline pipeline::schedule parse_schedule(std::string_view text) {
   if (text == "1f1b") return {};
   if (text == "gpipe") return {pipeline::schedule_kind::gpipe, 1};
@@ -22,17 +23,20 @@ namespace mmbal::spec {
   if (text.substr(0, prefix.size()) == prefix) {
     std::string_view v = text.substr(prefix.size());
     if (v.substr(0, 2) == "v=") v.remove_prefix(2);
-    std::uint32_t chunks = 0;
+    std::uint64_t chunks = 0;
+    bool digits = !v.empty();
     for (const char c : v) {
-      if (c < '0' || c > '9' || chunks > 100000) {
-        chunks = 0;
-        break;
-      }
-      chunks = chunks * 10 + static_cast<std::uint32_t>(c - '0');
+      if (c < '0' || c > '9') digits = false;
+      if (!digits) break;
+      chunks = std::min<std::uint64_t>(chunks * 10 + static_cast<std::uint64_t>(c - '0'), UINT32_MAX);
     }
-    if (!v.empty() && chunks >= 1) return {pipeline::schedule_kind::interleaved, chunks};
+    if (digits && (chunks == 0 || chunks > pipeline::max_chunks))
+      mmbal::detail::throw_invalid("schedule '", text, "': V = ", v, " is out of range [1, ", pipeline::max_chunks,
+                                   "]");
+    if (digits) return {pipeline::schedule_kind::interleaved, static_cast<std::uint32_t>(chunks)};
   }
-  mmbal::detail::throw_invalid("unknown schedule '", text, "' (expected 1f1b, interleaved:V with V >= 1, or gpipe)");
+  mmbal::detail::throw_invalid("unknown schedule '", text,
+                               "' (expected 1f1b, interleaved:V with 1 <= V <= ", pipeline::max_chunks, ", or gpipe)");
 }
 
 /// Parses a name of `to_string(order_kind)`. Throws `invalid_input` naming it otherwise.

@@ -52,10 +52,15 @@ struct workload {
   std::vector<std::string> modalities{"text"};  ///< index = modality_id; [0] == "text"
   std::vector<sample> samples;
 
-  /// The id of a modality name, added when new. Throws past 255 modalities.
+  /// The id of a modality name, added when new. Throws `invalid_input` past 255 modalities, for
+  /// the reserved name "llm" and for an empty name.
   modality_id intern_modality(std::string_view name) {
     for (std::size_t i = 0; i < modalities.size(); ++i)
       if (modalities[i] == name) return static_cast<modality_id>(i);
+    // "llm" names the LLM phase everywhere a phase is named (policies, reports, --cost-llm):
+    // an encoder modality of that name would make two phases of one name.
+    if (name == "llm") detail::throw_invalid("modality 'llm' is reserved for the LLM phase");
+    if (name.empty()) detail::throw_invalid("a modality name is empty");
     if (modalities.size() >= 255) detail::throw_invalid("workload: too many modalities (adding '", name, "')");
     modalities.emplace_back(name);
     return static_cast<modality_id>(modalities.size() - 1);
