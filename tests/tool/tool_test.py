@@ -329,6 +329,40 @@ def bad_input_found_in_session_28(good):
     assert json.loads(p.stdout)["steps"] == 3, p.stdout
     p = run("fit", "--steps", steps, "--window", "-5", expect=2)
     assert "--window = -5 must be >= 0" in p.stderr, p.stderr
+    # A valid but subnormal step time overflowed the fit's scaling: "nnls3: row 0 holds a
+    # non-finite value", naming no step.
+    tiny = write("steps_tiny.jsonl", '{"ranks":[[100]],"step_time":1e-320}\n{"ranks":[[200]],"step_time":1}\n'
+                 '{"ranks":[[300, 10]],"step_time":2}\n')
+    p = run("fit", "--steps", tiny, expect=2)
+    assert "step 0, field 'step_time'" in p.stderr, p.stderr
+    # Duplicate keys were read silently, the last one winning.
+    dup = write("dup.jsonl", '{"id":0,"segments":[["text",10]],"segments":[["text",20]]}\n')
+    p = run("balance", "--input", dup, "--ranks", "2", expect=2)
+    assert "line 1" in p.stderr and "duplicate key 'segments'" in p.stderr, p.stderr
+    dup = write("dup_times.json", '{"forward":[[1]],"forward":[[2]],"backward":[[1]]}')
+    p = run("pipeline", "--times", dup, expect=2)
+    assert dup in p.stderr and "duplicate key 'forward'" in p.stderr, p.stderr
+    dup = write("dup_steps.jsonl", '{"ranks":[[1]],"step_time":1,"step_time":2}\n')
+    p = run("fit", "--steps", dup, expect=2)
+    assert "line 1" in p.stderr and "duplicate key 'step_time'" in p.stderr, p.stderr
+    # A modality name with a NUL was taken, and printed cut short.
+    nul = write("nul.jsonl", '{"id":0,"segments":[["te\\u0000xt",10]]}\n')
+    p = run("balance", "--input", nul, "--ranks", "2", expect=2)
+    assert "segments[0][0]" in p.stderr and "control character 0" in p.stderr, p.stderr
+    # A model whose share overflows: the message names the model and the rank, not --times' fields.
+    w, _ = generate("pipeline_w.jsonl", family="omni", samples=40, ranks=4, seed=1)
+    big = write("model_big.json", '{"stages":[{"modules":[{"kind":"llm","share":1e308}]},{"modules":[{"kind":"llm"}]}]}')
+    p = run("pipeline", "--input", w, "--model", big, "--ranks", "4", "--micro-batches", "3", expect=2)
+    assert f"{big}: rank 0 of {w}" in p.stderr, p.stderr
+    # The bound is never above a makespan (rounding put it an ulp above: a gap of -1.1e-16).
+    p = run("pipeline", "--input", w, "--model", model, "--ranks", "4", "--micro-batches", "3", "--json")
+    for r in json.loads(p.stdout)["per_rank"]:
+        assert r["lower_bound"] <= r["makespan"] and r["gap_to_lower_bound"] >= 0, r
+    # balance named neither the flag of a bad spec nor refused 0 bytes per token (orchestrate did).
+    p = run("balance", "--input", good, "--ranks", "2", "--algorithm", "magic", expect=2)
+    assert "--algorithm: unknown algorithm 'magic'" in p.stderr, p.stderr
+    p = run("balance", "--input", good, "--ranks", "2", "--bytes-per-token", "0", expect=2)
+    assert "--bytes-per-token 0" in p.stderr, p.stderr
 
 
 def isf_sizes(samples, vision):

@@ -169,6 +169,12 @@ TEST_CASE("jsonl: every error names the file, the line and the field", "[workloa
       {ok + "{\"segments\": [[\"image\", 5, -1]]}\n", "line 2", "'segments[0][2]'", {"-1", "negative"}},
       {ok + "{\"segments\": [[\"image\", 5, null]]}\n", "line 2", "'segments[0][2]'", {"null"}},
       {ok + "{\"segments\": [[\"text\", 5, 6]]}\n", "line 2", "'segments[0][2]'", {"6", "text"}},
+      // nlohmann-json keeps the last of repeated keys: the sample was read with 20 tokens
+      {ok + "{\"segments\": [[\"text\", 10]], \"segments\": [[\"text\", 20]]}\n",
+       "line 2",
+       "",
+       {"duplicate key 'segments'"}},
+      {ok + "{\"segments\": [[\"llm\", 10]]}\n", "line 2", "'segments[0][0]'", {"'llm' is reserved"}},
       {"{\"segments\": [[\"text\", 4294967295], [\"image\", 4294967295]]}\n",
        "line 1",
        "'segments[1]'",

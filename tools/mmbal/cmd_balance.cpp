@@ -35,8 +35,17 @@ int run_balance(const balance_options& o) {
   (void)checked_ranks(o.ranks, "--ranks");
   const workload w = tool::read_workload(o.input, o.ranks);
   const phase_items items = phase_items_of(w, o.phase);
-  const spec::any_cost cost_fn = spec::parse_cost(o.cost);
-  const spec::algorithm_spec algorithm = spec::parse_algorithm(o.algorithm);
+  const auto named = [](const char* flag, auto parse) {
+    try {
+      return parse();
+    } catch (const invalid_input& e) {
+      detail::throw_invalid(flag, ": ", e.what());
+    }
+  };
+  const spec::any_cost cost_fn = named("--cost", [&] { return spec::parse_cost(o.cost); });
+  const spec::algorithm_spec algorithm = named("--algorithm", [&] { return spec::parse_algorithm(o.algorithm); });
+  // As orchestrate: 0 bytes per token would report every move as free.
+  if (o.bytes_per_token == 0) detail::throw_invalid("--bytes-per-token 0: must be > 0");
   const std::vector<std::uint64_t> bytes = phase_item_bytes(items, o.bytes_per_token, o.phase);
   const std::vector<std::uint64_t> groups = phase_group_ids(items, o.phase);
 

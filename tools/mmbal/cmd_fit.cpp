@@ -46,9 +46,9 @@ std::vector<step_line> read_steps(const std::string& path) {
     if (text.find_first_not_of(" \t") == std::string::npos) continue;
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw_jsonl(at, "", "malformed JSON (", e.what(), ")");
+      j = mmbal::detail::parse_json_strict(text);
+    } catch (const mmbal::invalid_input& e) {
+      throw_jsonl(at, "", e.what());
     }
     if (!j.is_object()) throw_jsonl(at, "", "expected a JSON object, got ", j.type_name());
     step_line s;

@@ -18,6 +18,7 @@
 #include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/spec/cost.hpp>
 #include <mmbal/spec/pipeline.hpp>
+#include <mmbal/workload/jsonl.hpp>
 
 #include "tool.hpp"
 #include "workload_input.hpp"
@@ -46,9 +47,9 @@ nlohmann::json read_json_file(const std::string& path) {
   text << in.rdbuf();
   if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) mmbal::detail::throw_invalid(path, ": empty file");
   try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    mmbal::detail::throw_invalid(path, ": not valid JSON (", e.what(), ")");
+    return mmbal::detail::parse_json_strict(text.str());
+  } catch (const mmbal::invalid_input& e) {
+    mmbal::detail::throw_invalid(path, ": ", e.what());
   }
 }
 
@@ -183,7 +184,10 @@ pipeline_result run_orders(const stage_times& t, const pipeline_options& o, cons
   } else {
     r.chosen = r.orders.size() - 1;
   }
+  // The bound and the makespans sum the same times in different orders: rounding can put the
+  // bound an ulp above the best makespan, a negative gap that no order has.
   r.lower = lower_bound(t, sched, o.hop);
+  for (const order_report& x : r.orders) r.lower = std::min(r.lower, x.makespan);
   return r;
 }
 
@@ -272,7 +276,13 @@ int run_pipeline(const pipeline_options& o) {
     const auto split = std::visit([&](const auto& c) { return rank_micro_batches(w, o.ranks, o.micro_batches, c); },
                                   mmbal::spec::parse_cost(o.cost));
     for (const auto& mbs : split) {
-      times.push_back(stage_times_from_samples(model, w, mbs));
+      const std::size_t rank = times.size();
+      try {
+        times.push_back(stage_times_from_samples(model, w, mbs));
+        validate(times.back());
+      } catch (const mmbal::invalid_input& e) {
+        mmbal::detail::throw_invalid(o.model, ": rank ", rank, " of ", o.input, ": ", e.what());
+      }
       auto& ids = samples.emplace_back();
       for (const auto& mb : mbs) {
         auto& v = ids.emplace_back();

@@ -305,10 +305,19 @@ struct scaled_steps {
   for (int j = 0; j < 3; ++j) s.scale[j] = top[j] > 0 ? 1.0 / top[j] : 1.0;
   s.first.reserve(steps.size() + 1);
   s.first.push_back(0);
-  for (const step_features& st : steps) {
-    for (const rank_features& r : st.ranks)
-      s.features.push_back({r.sum_sq / st.step_time * s.scale[0], r.sum / st.step_time * s.scale[1],
-                            r.count / st.step_time * s.scale[2]});
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const step_features& st = steps[k];
+    for (const rank_features& r : st.ranks) {
+      const std::array<double, 3> x{r.sum_sq / st.step_time * s.scale[0], r.sum / st.step_time * s.scale[1],
+                                    r.count / st.step_time * s.scale[2]};
+      // Valid times far apart (1e-320 s, or 1e-300 s beside 1e300 s) scale to inf or NaN,
+      // which the solver would only report as a non-finite row.
+      if (!(std::isfinite(x[0]) && std::isfinite(x[1]) && std::isfinite(x[2])))
+        mmbal::detail::throw_invalid("fit: step ", k, ", field 'step_time': ", st.step_time,
+                                     " s is out of the range the fit can scale beside the other steps (its",
+                                     " features per second overflow a double)");
+      s.features.push_back(x);
+    }
     s.first.push_back(s.features.size());
   }
   return s;

@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,35 @@
 namespace mmbal {
 
 namespace detail {
+
+/// `nlohmann::json::parse(text)`, stricter: an object that repeats a key (nlohmann keeps the
+/// last, so `{"segments": A, "segments": B}` was read as B without a word) is refused, and
+/// every parse failure becomes `invalid_input`: "malformed JSON (...)", "number out of range
+/// (...)" for a well-formed number beyond a double (1e400), or "duplicate key 'k'". The
+/// callers add where (file, line). O(size · log keys per object).
+[[nodiscard]] inline nlohmann::json parse_json_strict(std::string_view text) {
+  std::vector<std::set<std::string, std::less<>>> keys;  // per open object
+  const auto on_event = [&keys](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using parse_event = nlohmann::json::parse_event_t;
+    if (event == parse_event::object_start) {
+      keys.emplace_back();
+    } else if (event == parse_event::object_end) {
+      keys.pop_back();
+    } else if (event == parse_event::key && !keys.back().insert(parsed.get<std::string>()).second) {
+      throw_invalid("duplicate key '", parsed.get<std::string>(), "'");
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, on_event);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_invalid("malformed JSON (", e.what(), ")");
+  } catch (const nlohmann::json::exception& e) {
+    // Well-formed but unrepresentable, e.g. a number beyond a double (1e400): the parser
+    // throws out_of_range, not parse_error (found by fuzz/fuzz_jsonl).
+    throw_invalid("number out of range (", e.what(), ")");
+  }
+}
 
 /// Location of the line being read, for error messages.
 struct jsonl_where {
@@ -216,13 +246,9 @@ inline bool jsonl_fields_fast(std::string_view line, jsonl_fields& out) {
 inline void jsonl_fields_of(const std::string& line, const jsonl_where& at, nlohmann::json& doc, jsonl_fields& out) {
   out.clear();
   try {
-    doc = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_jsonl(at, "", "malformed JSON (", e.what(), ")");
-  } catch (const nlohmann::json::exception& e) {
-    // Well-formed but unrepresentable, e.g. a number beyond a double (1e400): the parser
-    // throws out_of_range, not parse_error (found by fuzz/fuzz_jsonl).
-    throw_jsonl(at, "", "number out of range (", e.what(), ")");
+    doc = parse_json_strict(line);
+  } catch (const invalid_input& e) {
+    throw_jsonl(at, "", e.what());
   }
   if (!doc.is_object()) throw_jsonl(at, "", "expected a JSON object, got ", doc.type_name());
   if (const auto it = doc.find("id"); it != doc.end())

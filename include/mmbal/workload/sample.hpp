@@ -53,7 +53,7 @@ struct workload {
   std::vector<sample> samples;
 
   /// The id of a modality name, added when new. Throws `invalid_input` past 255 modalities, for
-  /// the reserved name "llm" and for an empty name.
+  /// the reserved name "llm", an empty name and a name with a control character.
   modality_id intern_modality(std::string_view name) {
     for (std::size_t i = 0; i < modalities.size(); ++i)
       if (modalities[i] == name) return static_cast<modality_id>(i);
@@ -61,6 +61,10 @@ struct workload {
     // an encoder modality of that name would make two phases of one name.
     if (name == "llm") detail::throw_invalid("modality 'llm' is reserved for the LLM phase");
     if (name.empty()) detail::throw_invalid("a modality name is empty");
+    for (const char c : name)  // names are printed in reports and errors; a NUL would cut them short
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        detail::throw_invalid("modality name '", name.substr(0, name.find('\0')), "...' holds control character ",
+                              static_cast<int>(static_cast<unsigned char>(c)));
     if (modalities.size() >= 255) detail::throw_invalid("workload: too many modalities (adding '", name, "')");
     modalities.emplace_back(name);
     return static_cast<modality_id>(modalities.size() - 1);
