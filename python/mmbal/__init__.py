@@ -52,8 +52,9 @@ _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
 
 
 def _flag(value, name: str) -> bool:
-    """A flag argument: Python's or NumPy's bool (a string such as "no" would count as true)."""
-    if isinstance(value, (bool, _np.bool_)):
+    """A flag argument: Python's or NumPy's bool, or the int 0 or 1 (a string such as "no"
+    would count as true)."""
+    if isinstance(value, (bool, _np.bool_)) or (type(value) is int and value in (0, 1)):
         return bool(value)
     raise Error(f"{name}: expected True or False, got {value!r}")
 

@@ -23,9 +23,10 @@ See docs/DESIGN.md (data movement) and OrchMLLM §5-§6 for the phases and the c
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import numbers
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -95,7 +96,9 @@ def _index_tensor(index) -> Optional[torch.Tensor]:
     a = np.ascontiguousarray(index, dtype=np.int64)
     if np.array_equal(a, np.arange(a.shape[0], dtype=np.int64)):
         return None
-    return torch.from_numpy(a)
+    # The plan's arrays are read-only, which torch.from_numpy warns about: one copy per plan
+    # (plans are prepared once and cached).
+    return torch.from_numpy(a.copy())
 
 
 # id(plan) -> _Prepared, most recent last; bounded (a step uses a handful of plans).
@@ -872,15 +875,24 @@ class StepBalancer:
 # --------------------------------------------------------------------------------------------
 
 
-def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[float]) -> List[List[int]]:
+def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[float], fits: Optional[Callable[[List[int]], bool]] = None) -> List[List[int]]:
     """Makes the number of groups a multiple of ``ranks`` without losing or repeating a sample,
-    so that every rank gets the same number of batches: with at least ``ranks`` groups, merges
-    the two cheapest groups (ties: earlier position) until the count divides (at most
-    ``ranks - 1`` merges, each of two groups no dearer than the others); with fewer, splits the
-    group with most samples (ties: earlier) in two halves until there are ``ranks`` groups or
-    every group is a single sample, then appends empty groups (only when the epoch has fewer
-    samples than ranks; no sample at all gives no group). Step s gives rank r the group ``s * ranks + r``. Deterministic.
-    O(g + ranks · g)."""
+    so that every rank gets the same number of batches. Step s gives rank r the group
+    ``s * ranks + r``. Deterministic.
+
+    - With at least ``ranks`` groups: merges the two cheapest groups (ties: earlier position;
+      the merged group takes the earlier one's place) until the count divides — at most
+      ``ranks - 1`` merges, each of two groups no dearer than the others. ``fits(members)``
+      (default: always) may refuse a merge, e.g. one above a sampler's token budget: then,
+      instead, the group with most samples (ties: earlier) is split in halves until the count
+      reaches the next multiple, and when no group has two samples left, empty groups make
+      up the rest.
+    - With fewer: splits that way until there are ``ranks`` groups or every group is a single
+      sample, then appends empty groups (only when the epoch has fewer samples than ranks; no
+      sample at all gives no group).
+
+    O(g log g + ranks · log g) for g groups (heaps; positions kept as paths so a split group's
+    halves sit where it was)."""
     where = "mmbal.torch.deal_groups"
     ranks = _as_int(ranks, "ranks", where)
     if not 0 < ranks <= mmbal.max_ranks:
@@ -894,23 +906,52 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
         raise mmbal.Error(f"{where}: {len(costs)} costs for {len(groups)} groups")
     if not all(math.isfinite(c) for c in costs):
         raise mmbal.Error(f"{where}: costs must be finite, got {next(c for c in costs if not math.isfinite(c))}")
-    out = [list(g) for g in groups if len(g)]
+    out: List[Optional[List[int]]] = [list(g) for g in groups if len(g)]
     cost = [c for g, c in zip(groups, costs) if len(g)]
-    if len(out) >= ranks:
-        while len(out) % ranks:
-            order = sorted(range(len(out)), key=lambda i: (cost[i], i))
-            a, b = sorted(order[:2])
-            out[a] = out[a] + out[b]
+    count = len(out)
+    if count >= ranks and count % ranks:
+        # Merges, cheapest pair first: heap of (cost, position, version); an entry is stale
+        # once its group was merged into or away (version bumped / group gone).
+        version = [0] * count
+        heap = [(cost[i], i, 0) for i in range(count)]
+        heapq.heapify(heap)
+
+        def pop_live() -> int:
+            while True:
+                c, i, v = heapq.heappop(heap)
+                if out[i] is not None and version[i] == v:
+                    return i
+
+        while count % ranks:
+            a, b = sorted((pop_live(), pop_live()))
+            merged = out[a] + out[b]
+            if fits is not None and not fits(merged):
+                break  # the cheapest pair does not fit: split instead
+            out[a], out[b] = merged, None
             cost[a] += cost[b]
-            del out[b], cost[b]
-    elif out:
-        while len(out) < ranks:
-            i = max(range(len(out)), key=lambda k: (len(out[k]), -k), default=None)
-            if i is None or len(out[i]) < 2:
-                break
-            g = out[i]
-            out[i : i + 1] = [g[: len(g) // 2], g[len(g) // 2 :]]
-        out += [[] for _ in range(ranks - len(out))]
+            version[a] += 1
+            heapq.heappush(heap, (cost[a], a, version[a]))
+            count -= 1
+        out = [g for g in out if g is not None]
+        target = -(-len(out) // ranks) * ranks if len(out) % ranks else len(out)
+    else:
+        target = ranks if 0 < count < ranks else count
+    if len(out) < target:
+        # Splits, the group with most samples first (ties: earlier position). A position is a
+        # path: the halves of group p are p + (0,) and p + (1,), which sort where p was.
+        parts = {i: (g, (i,)) for i, g in enumerate(out)}  # id -> (members, path)
+        by_size = [(-len(g), path, i) for i, (g, path) in parts.items()]
+        heapq.heapify(by_size)
+        next_id = len(out)
+        while len(parts) < target and -by_size[0][0] >= 2:
+            _, path, i = heapq.heappop(by_size)
+            g, _ = parts.pop(i)
+            for half, members in ((0, g[: len(g) // 2]), (1, g[len(g) // 2 :])):
+                parts[next_id] = (members, path + (half,))
+                heapq.heappush(by_size, (-len(members), path + (half,), next_id))
+                next_id += 1
+        out = [g for g, _ in sorted(parts.values(), key=lambda entry: entry[1])]
+        out += [[] for _ in range(target - len(out))]
     return out
 
 
@@ -949,13 +990,18 @@ class _RankBatchSampler:
     def _global_groups(self, epoch: int) -> Tuple[List[List[int]], List[float]]:
         raise NotImplementedError
 
+    def _fits(self, members: List[int]) -> bool:
+        """Whether a batch of ``members`` keeps the sampler's caps (``deal_groups`` merges only
+        such batches)."""
+        return True
+
     def global_batches(self, epoch: Optional[int] = None) -> List[List[int]]:
         """Every rank's batches of ``epoch`` (default: the current one), step-major: step s,
         rank r is entry ``s * num_replicas + r``. Identical on every rank."""
         e = self.epoch if epoch is None else int(epoch)
         if self._cached_epoch != e:
             groups, costs = self._global_groups(e)
-            self._cached = deal_groups(groups, self.num_replicas, costs)
+            self._cached = deal_groups(groups, self.num_replicas, costs, self._fits)
             self._cached_epoch = e
         return self._cached
 
@@ -1064,11 +1110,13 @@ class TokenBudgetSampler(_RankBatchSampler):
     - Each epoch: shuffle (``shuffle=True``; seeded by ``(seed, epoch)``: identical on every
       rank), walk the order and close a batch when the next sample would exceed ``max_tokens``
       (a sample above the budget forms its own batch), then :func:`deal_groups`.
-    Guarantees: every rank gets ``len(self)`` batches, equal on all ranks; within an epoch
-    every sample is in exactly one batch of one rank; ``set_epoch``; ``state_dict`` /
-    ``load_state_dict`` resume mid-epoch exactly. Empty batches happen only when an epoch has
-    fewer samples than ranks (the collate function must accept ``[]`` then).
-    O(n log n) per epoch (computed once per epoch and cached).
+    Guarantees: every batch holds at most ``max_tokens`` tokens unless it is one sample above
+    them (making the count a multiple of the ranks merges only batches that fit, else splits);
+    every rank gets ``len(self)`` batches, equal on all ranks; within an epoch every sample is
+    in exactly one batch of one rank; ``set_epoch``; ``state_dict`` / ``load_state_dict``
+    resume mid-epoch exactly. Empty batches happen only when an epoch has fewer samples than
+    ranks, or when every batch is one sample and no two fit together (the collate function
+    must accept ``[]`` then). O(n log n) per epoch (computed once per epoch and cached).
     """
 
     def __init__(self, lengths, max_tokens: int, *, num_replicas=None, rank=None, shuffle: bool = True, seed: int = 0, weights=None):
@@ -1080,6 +1128,9 @@ class TokenBudgetSampler(_RankBatchSampler):
             raise mmbal.Error(f"mmbal.torch.TokenBudgetSampler: max_tokens = {max_tokens!r} must be a finite number > 0")
         self.max_tokens = max_tokens
         self.shuffle = bool(shuffle)
+
+    def _fits(self, members: List[int]) -> bool:
+        return float(self.costs[members].sum()) <= self.max_tokens
 
     def _global_groups(self, epoch: int):
         n = self.costs.shape[0]
@@ -1105,7 +1156,8 @@ class TokenBudgetSampler(_RankBatchSampler):
 class ISFSampler(_RankBatchSampler):
     """Batch sampler by OmniBal's Iterative Sampling and Filtering: groups whose vision size
     (≤ ``qv``) and LLM tokens (≤ ``qt``) both stay in a narrow band, dealt to the ranks with
-    :func:`deal_groups` (same guarantees as :class:`TokenBudgetSampler`). ``vision``: per
+    :func:`deal_groups` (same guarantees as :class:`TokenBudgetSampler`, the caps being
+    ``qv`` and ``qt``: merges keep both). ``vision``: per
     sample vision size (images or vision tokens); ``text``: per sample LLM tokens (the whole
     sequence). The grouping is :func:`mmbal.isf` with a seed derived from ``(seed, epoch)``;
     extra keyword arguments go to it (``iterations``, ``qv_target``, ``qt_target``,
@@ -1141,3 +1193,6 @@ class ISFSampler(_RankBatchSampler):
             raise mmbal.Error(f"mmbal.torch.ISFSampler: ISF grouped {sum(len(g) for g in groups)} of {self.text.shape[0]} samples")
         costs = [float(self.text[g].sum()) for g in groups]
         return groups, costs
+
+    def _fits(self, members: List[int]) -> bool:
+        return int(self.vision[members].sum()) <= self.qv and int(self.text[members].sum()) <= self.qt

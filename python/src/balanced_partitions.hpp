@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <queue>
+#include <utility>
 #include <vector>
 
 namespace mmbal_python {
@@ -219,7 +221,22 @@ inline std::vector<std::vector<std::uint32_t>> balanced_partitions(const std::ve
     mmbal::detail::throw_invalid("balanced_partitions: equal_size with ", w.size(),
                                  " items is not divisible by k_partitions = ", k);
   auto parts = karmarkar_karp(w, k, equal_size);
-  if (refine) refine_partitions(parts, w, equal_size, 4 * w.size() + 16);
+  if (refine) {
+    refine_partitions(parts, w, equal_size, 4 * w.size() + 16);
+    // verl returns its sets by descending sum (then size): keep that order after the moves. A
+    // stable sort leaves KK's own order, which already is, unchanged.
+    std::vector<std::pair<exact_sum, std::size_t>> key(parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      key[i].second = parts[i].size();
+      for (const std::uint32_t x : parts[i]) key[i].first += w[x];
+    }
+    std::vector<std::size_t> order(parts.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
+    std::vector<std::vector<std::uint32_t>> sorted(parts.size());
+    for (std::size_t i = 0; i < order.size(); ++i) sorted[i] = std::move(parts[order[i]]);
+    parts = std::move(sorted);
+  }
   for (auto& p : parts) {
     if (p.empty()) mmbal::detail::throw_runtime("balanced_partitions: an empty partition (internal error)");
     std::sort(p.begin(), p.end());

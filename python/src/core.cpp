@@ -159,12 +159,16 @@ py::int_ as_index(py::handle obj, const char* name) {
                 std::string(py::str(obj.get_type().attr("__name__"))), ")");
 }
 
-/// A flag from `obj`: Python's or NumPy's bool, else `invalid_input` naming `name` (a string
-/// such as "no" would otherwise count as true).
+/// A flag from `obj`: Python's or NumPy's bool, or the int 0 or 1 (verl's callers pass either),
+/// else `invalid_input` naming `name` (a string such as "no" would otherwise count as true).
 bool as_flag(py::handle obj, const char* name) {
-  if (!is_boolean(obj) || (py::hasattr(obj, "ndim") && obj.attr("ndim").cast<py::ssize_t>() != 0))
-    throw_invalid(name, ": expected True or False, got ", std::string(py::repr(obj)));
-  return PyObject_IsTrue(obj.ptr()) == 1;
+  if (py::isinstance<py::int_>(obj) && !py::isinstance<py::bool_>(obj)) {
+    const py::int_ v = py::reinterpret_borrow<py::int_>(obj);
+    if (v.equal(py::int_(0)) || v.equal(py::int_(1))) return v.equal(py::int_(1));
+  } else if (is_boolean(obj) && !(py::hasattr(obj, "ndim") && obj.attr("ndim").cast<py::ssize_t>() != 0)) {
+    return PyObject_IsTrue(obj.ptr()) == 1;
+  }
+  throw_invalid(name, ": expected True or False, got ", std::string(py::repr(obj)));
 }
 
 /// An int from `obj` in [lo, hi], else `invalid_input` naming `name` and the value.

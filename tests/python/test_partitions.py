@@ -109,6 +109,8 @@ def test_at_least_as_balanced_as_karmarkar_karp(kind, equal_size):
         check_valid(ref, n, k, equal_size)
         assert max(sums(got, w)) <= max(sums(ref, w))
         assert min(sums(got, w)) >= min(sums(ref, w))
+        # verl's order: partitions by descending sum, kept after the refinement's moves
+        assert sums(got, w) == sorted(sums(got, w), reverse=True)
 
 
 @pytest.mark.parametrize("kind", ["small", "verl", "ties", "huge"])
@@ -129,6 +131,8 @@ def test_keyword_call_and_input_types():
     assert mmbal.balanced_partitions(seqlen_list=w, k_partitions=2, equal_size=False) == ref
     assert mmbal.balanced_partitions(np.array(w, dtype=np.int64), 2, False) == ref
     assert mmbal.balanced_partitions(np.array(w, dtype=np.int32), 2, False) == ref
+    assert mmbal.balanced_partitions(w, 2, 0) == ref  # verl's callers may pass 0 / 1
+    assert mmbal.balanced_partitions(w, 2, np.bool_(False)) == ref
     torch = pytest.importorskip("torch")
     assert mmbal.balanced_partitions(torch.tensor(w), 2, False) == ref
 
@@ -152,6 +156,7 @@ def test_refinement_improves_a_case_kk_misses():
         (([[1, 2]], 1, False), "seqlen_list: expected a 1-D array"),
         (([], 1, False), "0 items < k_partitions = 1"),
         (([1, 2], 2, "no"), "equal_size: expected True or False, got 'no'"),
+        (([1, 2], 2, 2), "equal_size: expected True or False, got 2"),
         (([1, 2], 2, np.array([1, 2])), r"equal_size: expected True or False, got array\(\[1, 2\]\)"),
     ],
 )
