@@ -272,3 +272,23 @@ TEST_CASE("split_micro_batches runs the partitioner it is given") {
   // The default is lpt; a different partitioner gives a different split here.
   CHECK(split_micro_batches(w, d, m, c).where != plan.where);
 }
+
+namespace {
+/// A user partitioner that ignores the bin count it is asked for.
+struct one_bin {
+  static constexpr const char* name = "one_bin";
+  template <batch_cost C>
+  assignment operator()(std::span<const length_t> w, rank_t, const C&, const balance::constraints& = {}) const {
+    return assignment::from_partition(partition{1, std::vector<rank_t>(w.size(), 0)});
+  }
+};
+}  // namespace
+
+TEST_CASE("split_micro_batches refuses a partitioner's result on the wrong bins", "[micro_batches]") {
+  // The split indexed its bin costs by the bins it asked for (heap overflow in the sort).
+  const std::vector<length_t> w{5, 3, 9, 1, 7, 2, 8};
+  REQUIRE_THROWS_WITH(split_micro_batches(w, 2, 3, cost::tokens{}, one_bin{}),
+                      Catch::Contains("returned 7 items on 1 bins for 7 items on 6 bins"));
+  REQUIRE_THROWS_WITH(split_micro_batches(w, partition{2, {0, 1, 0, 1, 0, 1, 0}}, 3, cost::tokens{}, one_bin{}),
+                      Catch::Contains("on 1 bins for 4 items on 3 bins"));
+}

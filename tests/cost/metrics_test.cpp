@@ -84,3 +84,14 @@ TEST_CASE("pad ratio and dist ratio follow OmniBal eq. 1 and 2") {
   CHECK(mmbal::dist_ratio(devices) == 0.0);
   CHECK(mmbal::pad_ratio(std::vector<std::uint64_t>{}) == 0.0);
 }
+
+TEST_CASE("bin_loads and traffic refuse bin counts above max_ranks before allocating", "[metrics]") {
+  // Empty input on 0xF0000000 bins asked for ~96 GB of states (bin_loads) or a 16 GB node table.
+  const std::vector<mmbal::rank_t> none;
+  const std::vector<length_t> no_weights;
+  REQUIRE_THROWS_WITH(mmbal::bin_loads(std::span<const mmbal::rank_t>(none), 0xF0000000u,
+                                       std::span<const length_t>(no_weights), mmbal::cost::tokens{}),
+                      Catch::Contains("bin_loads: bins"));
+  const mmbal::traffic t = mmbal::placement_traffic({}, mmbal::partition{0xF0000000u, {}}, {}, 1);
+  REQUIRE(t.moved_items == 0);  // the node table is capped; nothing to count
+}

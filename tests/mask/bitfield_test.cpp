@@ -356,3 +356,15 @@ TEST_CASE("bad input is rejected with the offending value named", "[mask]") {
   REQUIRE_THROWS_WITH(dense_mask(build_bitfield_mask(std::span<const document_layout>(big), bit_assignment::span)),
                       Contains("32769"));
 }
+
+TEST_CASE("block_workloads from runs refuses runs past T and block counts past 32 bits", "[mask]") {
+  using Catch::Matchers::Contains;
+  // Both wrote past the result before (a run beyond T; ⌈T/B⌉ narrowed to 32 bits).
+  const std::vector<workload_run> beyond{{10, 5, 1, 1}};
+  REQUIRE_THROWS_WITH(block_workloads(std::span<const workload_run>(beyond), 5, 1),
+                      Contains("run [10, 15) exceeds T = 5"));
+  const std::vector<workload_run> small{{0, 5, 1, 1}};
+  REQUIRE_THROWS_WITH(block_workloads(std::span<const workload_run>(small), (std::uint64_t{1} << 32) + 2, 1),
+                      Contains("above 2^32 - 1"));
+  REQUIRE(block_workloads(std::span<const workload_run>(small), 5, 2) == std::vector<std::uint64_t>{3, 7, 5});
+}

@@ -314,6 +314,12 @@ TEST_CASE("bad input is rejected with the offending entry") {
   CHECK_THROWS_WITH(mmbal::spec::parse_schedule("interleaved:99999999999999999999"), Catch::Contains("out of range"));
   CHECK_THROWS_AS(simulate(t, identity_order(3), schedule{schedule_kind::interleaved, max_chunks + 1}),
                   mmbal::invalid_input);
+  // lower_bound took 0 and 2,000 chunks (simulate refused them), and neither checked the kind
+  CHECK_THROWS_WITH(lower_bound(t, schedule{schedule_kind::interleaved, 0}), Catch::Contains("0 chunks"));
+  CHECK_THROWS_WITH(lower_bound(t, schedule{schedule_kind::interleaved, 2000}), Catch::Contains("2000 chunks"));
+  CHECK_THROWS_WITH(lower_bound(t, schedule{static_cast<schedule_kind>(7), 1}),
+                    Catch::Contains("unknown schedule kind 7"));
+  CHECK_THROWS_AS(simulate(t, identity_order(3), schedule{static_cast<schedule_kind>(7), 1}), mmbal::invalid_input);
   // Finite times and hops whose sums overflow: the makespan was inf, reported as a number.
   stage_times huge(2, 2);
   for (double& x : huge.forward) x = 1e308;

@@ -170,3 +170,29 @@ TEST_CASE("fingerprints are equal for equal plans and differ on any single chang
   const std::vector<std::uint64_t> parts{1, 2}, swapped_parts{2, 1};
   CHECK(mmbal::combine_fingerprints(parts) != mmbal::combine_fingerprints(swapped_parts));
 }
+
+TEST_CASE("exchange_in_process, pack and unpack refuse a corrupt plan", "[rearrange]") {
+  using Catch::Matchers::Contains;
+  // Per-peer vectors of the wrong size were indexed anyway (UB: a reference to null).
+  std::vector<mmbal::alltoall_plan> plans(1);
+  plans[0].rank = 0;
+  plans[0].ranks = 1;
+  const std::vector<std::vector<std::byte>> in(1);
+  REQUIRE_THROWS_WITH(mmbal::exchange_in_process<std::byte>(plans, in), Contains("per-peer vectors"));
+  // An item offset past the input was copied from.
+  mmbal::alltoall_plan p;
+  p.ranks = 1;
+  p.send_counts = p.recv_counts = {4};
+  p.send_displs = p.recv_displs = {0};
+  p.send_bytes = p.recv_bytes = p.input_bytes = p.output_bytes = 4;
+  p.pack_slots = p.unpack_slots = {0};
+  p.pack_sizes = p.unpack_sizes = {4};
+  p.pack_offsets = {6};
+  p.unpack_offsets = {0};
+  std::vector<std::byte> input(4), send(4);
+  REQUIRE_THROWS_WITH(mmbal::pack<std::byte>(p, input, send), Contains("pack: a run of 4 units at 6"));
+  p.pack_offsets = {0};
+  REQUIRE_NOTHROW(mmbal::pack<std::byte>(p, input, send));
+  p.unpack_offsets = {1};
+  REQUIRE_THROWS_WITH(mmbal::unpack<std::byte>(p, send, input), Contains("unpack: a run of 4 units at 0 -> 1"));
+}

@@ -526,3 +526,11 @@ TEST_CASE("isf: bad input is rejected with the offending value", "[sampling][err
   so.qt_scales = {};
   REQUIRE_THROWS_AS(search_thresholds(v, t, 8, 2.0, so), mmbal::invalid_input);
 }
+
+TEST_CASE("evaluate_grouping checks every offset before reading a group", "[sampling][metrics]") {
+  grouping g;
+  g.members = {0, 1, 2};
+  g.offsets = {0, 10, 3};  // group 0 ran past the members (heap overflow) before group 1's check
+  const std::vector<length_t> v{1, 2, 3}, t{1, 2, 3};
+  REQUIRE_THROWS_WITH(evaluate_grouping(g, v, t, 2), Catch::Contains("offsets not ascending at group 1"));
+}

@@ -99,3 +99,13 @@ TEST_CASE("deserialize_samples rejects malformed blocks, naming the rank") {
   CHECK_THROWS_AS(serialize_samples(broken), mmbal::invalid_input);
   CHECK(deserialize_samples({}, std::vector<std::uint64_t>{0}).samples.empty());
 }
+
+TEST_CASE("metadata: a corrupt count is never a reservation", "[transport][metadata]") {
+  // A segment count of 0xFFFFFFFF reserved 48 GB before the truncation was noticed.
+  const std::vector<std::uint32_t> words{metadata_magic, 0, 1, 7, 0, 0, 0, 0, 0xFFFFFFFFu};
+  const std::vector<std::uint64_t> offsets{0, words.size()};
+  REQUIRE_THROWS_WITH(deserialize_samples(words, offsets), Catch::Contains("truncated"));
+  const std::vector<std::uint32_t> names{metadata_magic, 0xFFFFFFFFu};
+  const std::vector<std::uint64_t> name_offsets{0, names.size()};
+  REQUIRE_THROWS_WITH(deserialize_samples(names, name_offsets), Catch::Contains("truncated"));
+}

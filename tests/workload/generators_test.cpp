@@ -803,3 +803,10 @@ TEST_CASE("generators: multi-image variant and video as image", "[workload][gene
   bad.multi_image = {.fraction = 0.5, .max_images = 0, .seed = 1};
   CHECK_THROWS_WITH(mmbal::generate(mmbal::family::omni, bad, data()), Catch::Contains("max_images"));
 }
+
+TEST_CASE("internvl_tiles bounds max_num", "[workload]") {
+  // 4e9 hung in the O(max_num²) grid; 65,536 x 65,537 wrapped i·j in 32 bits.
+  REQUIRE_THROWS_WITH(mmbal::internvl_tiles(448, 448, 4000000000u), Catch::Contains("max_num 4000000000"));
+  REQUIRE_THROWS_AS(mmbal::internvl_tiles(65536, 65537, 70000), mmbal::invalid_input);
+  REQUIRE(mmbal::internvl_tiles(448 * 40, 448, 40) == 41);  // 40 x 1 tiles and the thumbnail
+}

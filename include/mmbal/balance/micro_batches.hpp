@@ -116,6 +116,15 @@ inline void check_micro_batches(const char* name, rank_t ranks, std::uint32_t m)
                                  ", the most ranks a plan may have");
 }
 
+/// The partitioner's result must place every one of `n` items once on `bins` bins: a user's
+/// partitioner that returns fewer bins would have the split index past its bin costs.
+inline void check_split(const assignment& a, std::size_t n, rank_t bins) {
+  if (a.bins != bins || a.size() != n)
+    mmbal::detail::throw_invalid("split_micro_batches: the partitioner returned ", a.size(), " items on ", a.bins,
+                                 " bins for ", n, " items on ", bins, " bins");
+  a.validate();
+}
+
 }  // namespace detail
 
 /// Splits a global batch over `ranks` × `micro_batches` batches (items may go to any rank):
@@ -143,6 +152,7 @@ requires partitioner<P, C>
   detail::check_micro_batches("split_micro_batches", ranks, micro_batches);
   const rank_t bins = ranks * micro_batches;
   const assignment a = part(weights, bins, cost, constraints{});
+  detail::check_split(a, weights.size(), bins);
   const std::vector<double> bin_cost = bin_loads(a, weights, cost);
   std::vector<rank_t> sorted(bins);
   std::iota(sorted.begin(), sorted.end(), rank_t{0});
@@ -207,6 +217,7 @@ requires partitioner<P, C>
     local.clear();
     for (item_id i : members[r]) local.push_back(weights[i]);
     const assignment a = part(local, micro_batches, cost, constraints{});
+    detail::check_split(a, local.size(), micro_batches);
     const std::vector<double> c = bin_loads(a, local, cost);
     std::iota(sorted.begin(), sorted.end(), 0u);
     std::sort(sorted.begin(), sorted.end(),

@@ -17,12 +17,13 @@
 namespace mmbal {
 
 /// Per-bin cost when item i is on bin `bin_of[i]` (of `bins`): each bin folds its items in
-/// ascending item id. Throws on a size mismatch or a bin ≥ bins. O(n + bins).
+/// ascending item id. Throws on a size mismatch, a bin ≥ bins or bins above `max_ranks`. O(n + bins).
 template <batch_cost C>
 [[nodiscard]] std::vector<double> bin_loads(std::span<const rank_t> bin_of, rank_t bins,
                                             std::span<const length_t> weights, const C& cost) {
   if (bin_of.size() != weights.size())
     detail::throw_invalid("bin_loads: partition has ", bin_of.size(), " items, weights ", weights.size());
+  if (bins > max_ranks) (void)checked_ranks(bins, "bin_loads: bins");  // O(bins) state follows
   std::vector<typename C::state> states(bins, cost.empty());
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);

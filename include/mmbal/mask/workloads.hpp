@@ -132,20 +132,28 @@ inline void fill_token_workloads(std::span<const workload_run> runs, std::span<s
 }
 
 /// Number of blocks of `block` tokens covering T tokens (the last one may be shorter).
+/// @throws invalid_input if B = 0 or there are more than 2^32 − 1 blocks.
 [[nodiscard]] inline std::uint32_t block_count(std::uint64_t tokens, std::uint32_t block) {
   if (block == 0) detail::throw_invalid("block size B = 0 (must be at least 1)");
-  return static_cast<std::uint32_t>((tokens + block - 1) / block);
+  const std::uint64_t blocks = tokens / block + (tokens % block != 0);
+  if (blocks > std::numeric_limits<std::uint32_t>::max())
+    detail::throw_invalid("block_count: ", tokens, " tokens in blocks of ", block, " make ", blocks,
+                          " blocks, above 2^32 - 1");
+  return static_cast<std::uint32_t>(blocks);
 }
 
 /// Exact per-block workloads: entry b is the number of attended (q, k) pairs with q in
 /// [b·B, min((b+1)·B, T)), i.e. the area of the mask's rows of block b. `block` B defaults
 /// to 128. O(runs · P + T / B).
-/// @throws invalid_input if B = 0.
+/// @throws invalid_input if B = 0, there are more than 2^32 − 1 blocks, or a run reaches past T.
 /// @see Cornstarch §4.3.2 (token distribution by blocks of workloads).
 [[nodiscard]] inline std::vector<std::uint64_t> block_workloads(std::span<const workload_run> runs,
                                                                 std::uint64_t tokens, std::uint32_t block = 128) {
   std::vector<std::uint64_t> out(block_count(tokens, block), 0);
   for (const workload_run& w : runs) {
+    if (std::uint64_t{w.begin} + w.length > tokens)
+      detail::throw_invalid("block_workloads: run [", w.begin, ", ", std::uint64_t{w.begin} + w.length,
+                            ") exceeds T = ", tokens);
     std::uint64_t t = w.begin;
     const std::uint64_t end = std::uint64_t{w.begin} + w.length;
     while (t < end) {

@@ -377,6 +377,17 @@ inline void check_hop(double hop) {
   if (!(std::isfinite(hop) && hop >= 0)) mmbal::detail::throw_invalid("pipeline: hop time ", hop, " is not >= 0");
 }
 
+/// Throws `invalid_input` for a schedule kind that is none of the three, or an interleaved one
+/// with a chunk count outside [1, `max_chunks`].
+inline void check_schedule(const schedule& sched) {
+  if (sched.kind != schedule_kind::one_f_one_b && sched.kind != schedule_kind::interleaved &&
+      sched.kind != schedule_kind::gpipe)
+    mmbal::detail::throw_invalid("pipeline: unknown schedule kind ", static_cast<int>(sched.kind));
+  if (sched.kind == schedule_kind::interleaved && (sched.chunks == 0 || sched.chunks > max_chunks))
+    mmbal::detail::throw_invalid("pipeline: interleaved schedule with ", sched.chunks, " chunks (expected 1 to ",
+                                 max_chunks, ")");
+}
+
 /// Throws `invalid_input` when the stage times (valid: their sum is finite) plus a hop for each
 /// of the 2·p·m·v operations overflow a double, a bound on every makespan of every order.
 inline void check_makespan_bound(const stage_times& t, std::uint32_t chunks, double hop) {
@@ -416,9 +427,7 @@ inline double simulate(const stage_times& t, std::span<const std::uint32_t> orde
   std::vector<char> seen;
   detail::check_order(order, t.micro_batches, seen);
   detail::check_hop(hop);
-  if (sched.kind == schedule_kind::interleaved && (sched.chunks == 0 || sched.chunks > max_chunks))
-    mmbal::detail::throw_invalid("pipeline: interleaved schedule with ", sched.chunks, " chunks (expected 1 to ",
-                                 max_chunks, ")");
+  detail::check_schedule(sched);
   detail::check_makespan_bound(t, sched.kind == schedule_kind::interleaved ? sched.chunks : 1, hop);
   return simulate_unchecked(t, order, sched, hop, ws, ops, std::numeric_limits<double>::infinity());
 }
@@ -467,8 +476,9 @@ inline double simulate(const stage_times& t, std::span<const std::uint32_t> orde
 [[nodiscard]] inline double lower_bound(const stage_times& t, const schedule& sched = {}, double hop = 0.0) {
   validate(t);
   detail::check_hop(hop);
+  detail::check_schedule(sched);
   const std::uint32_t p = t.stages, m = t.micro_batches;
-  const std::uint32_t v = sched.kind == schedule_kind::interleaved ? std::max<std::uint32_t>(sched.chunks, 1) : 1;
+  const std::uint32_t v = sched.kind == schedule_kind::interleaved ? sched.chunks : 1;
   detail::check_makespan_bound(t, v, hop);
   const double link = p > 1 ? hop : 0.0;
   double best = 0;

@@ -25,6 +25,16 @@ void copy_units(T* to, const T* from, std::uint64_t n) noexcept {
   if (n != 0) std::memcpy(to, from, static_cast<std::size_t>(n) * sizeof(T));  // memcpy(_, _, 0) may get null
 }
 
+/// A run of `len` units read at `from` of a `source` units buffer and written at `to` of a
+/// `target` units one must lie inside both: a plan whose item offsets are corrupt is an error,
+/// never an out-of-bounds copy (one comparison per run, not per item).
+inline void check_run(const char* what, std::uint64_t from, std::uint64_t len, std::uint64_t source, std::uint64_t to,
+                      std::uint64_t target) {
+  if (from > source || len > source - from || to > target || len > target - to)
+    throw_invalid(what, ": a run of ", len, " units at ", from, " -> ", to, " leaves its buffers (", source, ", ",
+                  target, " units)");
+}
+
 }  // namespace detail
 
 /// Gathers this rank's items from `input` (items in source slot order, `plan.input_bytes`
@@ -47,6 +57,7 @@ void pack(const alltoall_plan& plan, std::span<const T> input, std::span<T> send
     const std::uint64_t from = plan.pack_offsets[i];
     std::uint64_t len = plan.pack_sizes[i];
     for (++i; i < k && plan.pack_offsets[i] == from + len; ++i) len += plan.pack_sizes[i];
+    detail::check_run("pack", from, len, input.size(), out, send.size());
     detail::copy_units(send.data() + out, input.data() + from, len);
     out += len;
   }
@@ -69,6 +80,7 @@ void unpack(const alltoall_plan& plan, std::span<const T> recv, std::span<T> out
     const std::uint64_t to = plan.unpack_offsets[i];
     std::uint64_t len = plan.unpack_sizes[i];
     for (++i; i < k && plan.unpack_offsets[i] == to + len; ++i) len += plan.unpack_sizes[i];
+    detail::check_run("unpack", in, len, recv.size(), to, output.size());
     detail::copy_units(output.data() + to, recv.data() + in, len);
     in += len;
   }
@@ -95,9 +107,11 @@ requires std::is_trivially_copyable_v<T>
                                                               std::span<const std::vector<T>> inputs) {
   const std::size_t d = plans.size();
   if (inputs.size() != d) detail::throw_invalid("exchange_in_process: ", inputs.size(), " inputs for ", d, " plans");
-  for (std::size_t p = 0; p < d; ++p)
+  for (std::size_t p = 0; p < d; ++p) {
     if (plans[p].rank != p || plans[p].ranks != d)
       detail::throw_invalid("exchange_in_process: plan ", p, " is for rank ", plans[p].rank, " of ", plans[p].ranks);
+    validate_peer_layout(plans[p]);
+  }
   for (std::size_t p = 0; p < d; ++p)
     for (std::size_t q = 0; q < d; ++q)
       if (plans[p].send_counts[q] != plans[q].recv_counts[p])

@@ -38,6 +38,7 @@ namespace mmbal {
                                                                   rank_t ranks_per_node) {
   if (item_bytes.size() != r.size() || r.destination.size() != r.size())
     detail::throw_invalid("inter_node_volume: ", r.size(), " items but ", item_bytes.size(), " item_bytes");
+  if (r.ranks > max_ranks) (void)checked_ranks(r.ranks, "inter_node_volume: ranks");
   std::vector<std::uint64_t> v(r.ranks, 0);
   if (ranks_per_node == 0) return v;
   const detail::node_map node(r.ranks, ranks_per_node);

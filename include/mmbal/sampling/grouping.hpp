@@ -71,6 +71,9 @@ struct grouping_metrics {
     detail::throw_invalid("evaluate_grouping: ", vision.size(), " vision sizes but ", text.size(), " text sizes");
   if (g.offsets.empty() || g.offsets.front() != 0 || g.offsets.back() != g.members.size())
     detail::throw_invalid("evaluate_grouping: malformed grouping offsets");
+  // All of them before any group is read: with {0, 10, 3} group 0 would run past the members.
+  for (std::size_t k = 0; k + 1 < g.offsets.size(); ++k)
+    if (g.offsets[k + 1] < g.offsets[k]) detail::throw_invalid("evaluate_grouping: offsets not ascending at group ", k);
   grouping_metrics m;
   m.groups = g.size();
   if (m.groups == 0) return m;
@@ -82,7 +85,6 @@ struct grouping_metrics {
   step_t.reserve(ranks);
   double pad_sum = 0, dist_v_sum = 0, dist_t_sum = 0;
   for (std::size_t k = 0; k < m.groups; ++k) {
-    if (g.offsets[k + 1] < g.offsets[k]) detail::throw_invalid("evaluate_grouping: offsets not ascending at group ", k);
     sample_tokens.clear();
     std::uint64_t sum_v = 0, sum_t = 0;
     for (std::uint32_t i : g.group(k)) {

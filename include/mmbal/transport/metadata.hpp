@@ -10,6 +10,7 @@
 #include <mmbal/core/types.hpp>
 #include <mmbal/workload/sample.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -81,6 +82,10 @@ class word_reader {
   }
   [[nodiscard]] bool done() const noexcept { return pos_ == words_.size(); }
   [[nodiscard]] std::size_t position() const noexcept { return pos_; }
+  /// Words not read yet. Reservations are capped by what they can hold, never sized by a count
+  /// from the wire alone (a corrupt 0xFFFFFFFF segment count asked for 48 GB before the
+  /// truncation was found).
+  [[nodiscard]] std::size_t remaining() const noexcept { return words_.size() - pos_; }
 
  private:
   std::span<const std::uint32_t> words_;
@@ -116,11 +121,11 @@ class word_reader {
                                    ")");
     const std::uint32_t modality_count = in.next("the modality count");
     std::vector<modality_id> remap;
-    remap.reserve(modality_count);
+    remap.reserve(std::min<std::size_t>(modality_count, in.remaining()));
     for (std::uint32_t m = 0; m < modality_count; ++m) {
       const std::uint32_t n = in.next("a modality name length");
       std::string name;
-      name.reserve(n);
+      name.reserve(std::min<std::size_t>(n, 4 * in.remaining()));  // 4 characters a word
       for (std::uint32_t i = 0; i < n; i += 4) {
         const std::uint32_t w = in.next("a modality name");
         for (std::uint32_t k = 0; k < 4 && i + k < n; ++k) name.push_back(static_cast<char>((w >> (8 * k)) & 0xFFu));
@@ -140,7 +145,7 @@ class word_reader {
         mmbal::detail::throw_invalid("metadata from rank ", r, ": sample ", i, " has group flag ", has_group);
       if (has_group == 1) s.group = g;
       const std::uint32_t segments = in.next("a segment count");
-      s.segments.reserve(segments);
+      s.segments.reserve(std::min<std::size_t>(segments, in.remaining() / 3));  // 3 words a segment
       for (std::uint32_t k = 0; k < segments; ++k) {
         const std::uint32_t m = in.next("a segment modality");
         if (m >= remap.size())

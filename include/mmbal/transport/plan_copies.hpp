@@ -20,54 +20,8 @@
 
 namespace mmbal::transport {
 
-/// Throws `invalid_input` unless `plan` is internally consistent: per-peer vectors of size
-/// `ranks`, `rank < ranks`, displacements the exclusive prefix sums of the counts, totals
-/// matching, item lists of equal length whose sizes add up to the send/receive totals, and
-/// every item inside its buffer. Transports call it before touching memory, so a corrupt
-/// plan is an error and never an out-of-bounds copy. O(ranks + items).
-inline void validate_peer_layout(const alltoall_plan& plan) {
-  const std::size_t d = plan.ranks;
-  if (plan.rank >= d) mmbal::detail::throw_invalid("alltoall_plan: rank ", plan.rank, " >= ranks ", d);
-  if (plan.send_counts.size() != d || plan.send_displs.size() != d || plan.recv_counts.size() != d ||
-      plan.recv_displs.size() != d)
-    mmbal::detail::throw_invalid("alltoall_plan: per-peer vectors must have ", d, " entries (send_counts has ",
-                                 plan.send_counts.size(), ", recv_counts ", plan.recv_counts.size(), ")");
-  const auto check_side = [d](std::span<const std::uint64_t> counts, std::span<const std::uint64_t> displs,
-                              std::uint64_t total, const char* side) {
-    std::uint64_t at = 0;
-    for (std::size_t p = 0; p < d; ++p) {
-      if (displs[p] != at)
-        mmbal::detail::throw_invalid("alltoall_plan: ", side, " displacement of peer ", p, " is ", displs[p],
-                                     ", expected ", at);
-      if (counts[p] > std::numeric_limits<std::uint64_t>::max() - at)
-        mmbal::detail::throw_invalid("alltoall_plan: ", side, " counts overflow 64 bits");
-      at += counts[p];
-    }
-    if (at != total)
-      mmbal::detail::throw_invalid("alltoall_plan: ", side, " counts sum to ", at, " but the total is ", total);
-  };
-  check_side(plan.send_counts, plan.send_displs, plan.send_bytes, "send");
-  check_side(plan.recv_counts, plan.recv_displs, plan.recv_bytes, "receive");
-  const auto check_items = [](std::span<const std::uint64_t> offsets, std::span<const std::uint64_t> sizes,
-                              std::size_t slots, std::uint64_t packed_total, std::uint64_t buffer, const char* side) {
-    if (offsets.size() != sizes.size() || slots != sizes.size())
-      mmbal::detail::throw_invalid("alltoall_plan: ", side, " item lists differ in length (", offsets.size(), ", ",
-                                   sizes.size(), ", ", slots, ")");
-    std::uint64_t sum = 0;
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      if (offsets[i] > buffer || sizes[i] > buffer - offsets[i])
-        mmbal::detail::throw_invalid("alltoall_plan: ", side, " item ", i, " at offset ", offsets[i], " with size ",
-                                     sizes[i], " leaves its buffer of ", buffer);
-      sum += sizes[i];
-    }
-    if (sum != packed_total)
-      mmbal::detail::throw_invalid("alltoall_plan: ", side, " item sizes sum to ", sum, " but the total is ",
-                                   packed_total);
-  };
-  check_items(plan.pack_offsets, plan.pack_sizes, plan.pack_slots.size(), plan.send_bytes, plan.input_bytes, "pack");
-  check_items(plan.unpack_offsets, plan.unpack_sizes, plan.unpack_slots.size(), plan.recv_bytes, plan.output_bytes,
-              "unpack");
-}
+/// `mmbal::validate_peer_layout` (rearrange/alltoall_plan.hpp), where the plan is defined.
+using mmbal::validate_peer_layout;
 
 /// Throws `invalid_input` unless the caller's buffers have exactly the sizes `plan` needs.
 /// Transports that can call it collectively do so (see `execute`).

@@ -271,10 +271,11 @@ inline constexpr std::uint32_t whisper_padded_frames = 1500;
 }  // namespace detail
 
 /// InternVL `dynamic_preprocess` tile count of a w × h image with at most `max_num` tiles
-/// (plus a thumbnail when more than one tile). O(max_num²). Throws for zero sizes or max_num.
+/// (plus a thumbnail when more than one tile). O(max_num²). Throws for zero sizes or a max_num
+/// outside [1, 40] (InternVL's configurations use 6 to 40; the generator takes the same range).
 [[nodiscard]] inline std::uint32_t internvl_tiles(std::uint32_t w, std::uint32_t h, std::uint32_t max_num = 12) {
-  if (w == 0 || h == 0 || max_num == 0)
-    detail::throw_invalid("internvl_tiles: bad size ", w, "x", h, " or max_num ", max_num);
+  if (w == 0 || h == 0 || max_num == 0 || max_num > 40)
+    detail::throw_invalid("internvl_tiles: bad size ", w, "x", h, " or max_num ", max_num, " (expected 1 to 40)");
   return detail::internvl_tiles(w, h, detail::internvl_ratios(max_num));
 }
 

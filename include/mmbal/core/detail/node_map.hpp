@@ -5,6 +5,7 @@
 
 #include <mmbal/core/types.hpp>
 
+#include <algorithm>
 #include <vector>
 
 namespace mmbal::detail {
@@ -13,11 +14,13 @@ namespace mmbal::detail {
 /// table lookup. Why: a 32-bit division by a divisor known only at run time costs about as much
 /// as everything else a traffic pass does per item (the image-heavy composed plan's traffic at
 /// d = 2,560: 6.2 ms with divisions, see bench/RESULTS.md "Session 14"). The table holds
-/// `ranks` entries (4 B each); ranks at or beyond it fall back to the division, so any rank
-/// is answered. Construction O(ranks), lookup O(1).
+/// `ranks` entries (4 B each; at most `max_ranks`, so a bad count cannot ask for 16 GB); ranks at
+/// or beyond it fall back to the division, so any rank is answered. Construction O(ranks),
+/// lookup O(1).
 class node_map {
  public:
-  node_map(rank_t ranks, rank_t ranks_per_node) : per_node_(ranks_per_node), node_(ranks_per_node ? ranks : 0) {
+  node_map(rank_t ranks, rank_t ranks_per_node)
+      : per_node_(ranks_per_node), node_(ranks_per_node ? std::min(ranks, max_ranks) : 0) {
     rank_t m = 0, k = 0;
     for (rank_t& node : node_) {
       node = m;
