@@ -492,8 +492,8 @@ class online_fit {
   explicit online_fit(std::size_t window = default_window, const fit_options& options = {})
       : window_(window), options_(options) {
     if (window == 0) mmbal::detail::throw_invalid("online_fit: window = 0 (need at least one step)");
-    fit_detail::check_fit_options(
-        options);  // the ring grows with the steps: a window larger than the run costs nothing
+    fit_detail::check_fit_options(options);
+    // No reservation: the ring grows with the steps, so a window larger than the run costs nothing.
   }
 
   /// Adds a step (validated: throws `invalid_input` naming it by its arrival index); the oldest

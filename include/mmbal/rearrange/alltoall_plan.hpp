@@ -226,8 +226,8 @@ struct fingerprint_state {
 /// Throws `invalid_input` unless `plan` is internally consistent: per-peer vectors of size
 /// `ranks`, `rank < ranks`, displacements the exclusive prefix sums of the counts, totals
 /// matching, item lists of equal length whose sizes add up to the send/receive totals, and
-/// every item inside its buffer. Transports and `exchange_in_process` call it before touching memory, so a corrupt
-/// plan is an error and never an out-of-bounds copy. O(ranks + items).
+/// every item inside its buffer. Transports and `exchange_in_process` call it before touching
+/// memory, so a corrupt plan is an error and never an out-of-bounds copy. O(ranks + items).
 inline void validate_peer_layout(const alltoall_plan& plan) {
   const std::size_t d = plan.ranks;
   if (plan.rank >= d) mmbal::detail::throw_invalid("alltoall_plan: rank ", plan.rank, " >= ranks ", d);

@@ -87,9 +87,9 @@ struct isf_options {
   std::uint64_t qt = 0;                    ///< Qt, LLM-token cap per group (required, > 0)
   std::optional<std::uint64_t> qv_target;  ///< Qv', default Qv (paper §5.2); must be <= Qv
   std::optional<std::uint64_t> qt_target;  ///< Qt', default Qt − 128 (paper §5.2; Qt when Qt <= 128); <= Qt
-  std::uint32_t iterations =
-      10;                  ///< T, sampling+filtering rounds (paper: 10; ≤ `max_isf_iterations`); 0 = final pass only
-  std::uint64_t seed = 0;  ///< shuffle seed; pass p uses `make_rng(seed, p)`
+  /// T, sampling+filtering rounds (paper: 10; at most `max_isf_iterations`); 0 = final pass only.
+  std::uint32_t iterations = 10;
+  std::uint64_t seed = 0;                                 ///< shuffle seed; pass p uses `make_rng(seed, p)`
   oversize_policy oversize = oversize_policy::singleton;  ///< samples above a cap on their own
   bool drop_unfilled = false;  ///< drop (and count) final-pass groups that miss both targets; default keep
   /// Order the final-pass groups, and separately the singletons, by descending Σt (then Σv,
