@@ -59,6 +59,10 @@ def _flag(value, name: str) -> bool:
     raise Error(f"{name}: expected True or False, got {value!r}")
 
 
+def _assignment_from_state(rank, slot, ranks, loads, lower_bound, cost) -> "Assignment":
+    return Assignment(rank, slot, ranks, loads=loads, lower_bound=lower_bound, cost=cost)
+
+
 class Assignment:
     """Where every item goes: ``rank[i]`` and ``slot[i]`` (its position on that rank).
 
@@ -96,6 +100,11 @@ class Assignment:
 
     def __len__(self) -> int:
         return len(self.rank)
+
+    def __reduce__(self):
+        # Through the constructor (validated, copied, read-only again): pickle and deepcopy
+        # would otherwise restore writable arrays.
+        return (_assignment_from_state, (self.rank, self.slot, self.ranks, self.loads, self.lower_bound, self.cost))
 
     def validate(self) -> None:
         """Raises :class:`Error` unless every rank is < ``ranks`` and every rank's slots are

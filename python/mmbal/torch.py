@@ -73,7 +73,7 @@ class _Prepared:
     """What one plan needs at every call, converted once: split lists, index tensors (None
     when the order is the identity), and the inverse plan (for backward), built lazily."""
 
-    __slots__ = ("plan", "rank", "ranks", "source_rows", "send_splits", "recv_splits", "pack", "unpack", "_inverse")
+    __slots__ = ("plan", "rank", "ranks", "source_rows", "send_splits", "recv_splits", "pack", "unpack", "fingerprint", "_inverse")
 
     def __init__(self, plan):
         self.plan = plan  # keeps the plan alive, so its id() stays unique while cached
@@ -84,6 +84,7 @@ class _Prepared:
         self.recv_splits = [int(v) for v in plan.recv_splits]
         self.pack = _index_tensor(plan.pack_index)
         self.unpack = _index_tensor(plan.unpack_index)
+        self.fingerprint = int(plan.fingerprint)  # of the global plan: equal on every rank
         self._inverse = None
 
     def inverse(self) -> "_Prepared":
@@ -109,7 +110,7 @@ _PREPARED_MAX = 64
 def _prepare(plan, where: str) -> _Prepared:
     hit = _PREPARED.pop(id(plan), None)
     if hit is None or hit.plan is not plan:
-        for attr in ("rank", "ranks", "send_splits", "recv_splits", "source_rows", "pack_index", "unpack_index", "inverse"):
+        for attr in ("rank", "ranks", "send_splits", "recv_splits", "source_rows", "pack_index", "unpack_index", "fingerprint", "inverse"):
             if not hasattr(plan, attr):
                 raise mmbal.Error(f"{where}: plan ({type(plan).__name__}) has no attribute '{attr}' (need mmbal.AllToAllPlan)")
         hit = _Prepared(plan)
@@ -179,25 +180,28 @@ _CHECK_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, to
 _CHECK_DIMS = 12  # trailing dims compared one by one; beyond them ndim and the row size
 
 
-def _describe_rows(x, failed: bool) -> torch.Tensor:
-    """[failed, dtype code, ndim, elements per row, trailing dims...] of this rank's input."""
-    desc = torch.full((4 + _CHECK_DIMS,), -1, dtype=torch.int64)
-    desc[0] = int(failed)
-    if not failed:
-        desc[1] = _CHECK_DTYPES.index(x.dtype) if x.dtype in _CHECK_DTYPES else len(_CHECK_DTYPES)
-        desc[2] = x.dim()
-        desc[3] = math.prod(x.shape[1:])
+def _describe_rows(x, prep: Optional[_Prepared]) -> torch.Tensor:
+    """[failed, plan fingerprint, dtype code, ndim, elements per row, trailing dims...] of this
+    rank's input (``prep`` None: its own checks failed)."""
+    desc = torch.full((5 + _CHECK_DIMS,), -1, dtype=torch.int64)
+    desc[0] = int(prep is None)
+    if prep is not None:
+        desc[1] = prep.fingerprint - (1 << 64) if prep.fingerprint >= (1 << 63) else prep.fingerprint  # as int64
+        desc[2] = _CHECK_DTYPES.index(x.dtype) if x.dtype in _CHECK_DTYPES else len(_CHECK_DTYPES)
+        desc[3] = x.dim()
+        desc[4] = math.prod(x.shape[1:])
         for k, extent in enumerate(x.shape[1 : 1 + _CHECK_DIMS]):
-            desc[4 + k] = extent
+            desc[5 + k] = extent
     return desc
 
 
-def _check_across_ranks(x, error: Optional[mmbal.Error], group, where: str) -> None:
-    """All-gathers every rank's verdict and row layout (one small fixed-size collective) and
-    raises the same decision on every rank: the local error where there is one, otherwise an
-    error naming the first rank that failed or whose dtype or row shape differs from rank 0's."""
+def _check_across_ranks(x, prep: Optional[_Prepared], error: Optional[mmbal.Error], group, where: str) -> None:
+    """All-gathers every rank's verdict, plan fingerprint and row layout (one small fixed-size
+    collective) and raises the same decision on every rank: the local error where there is
+    one, otherwise an error naming the first rank that failed, holds another global plan, or
+    passes another dtype or row shape than rank 0."""
     _, size = _group_rank_and_size(group)
-    mine = _describe_rows(x, error is not None)
+    mine = _describe_rows(x, None if error is not None else prep)
     parts = [torch.empty_like(mine) for _ in range(size)]
     dist.all_gather(parts, mine, group=group)
     table = torch.stack(parts)
@@ -206,10 +210,14 @@ def _check_across_ranks(x, error: Optional[mmbal.Error], group, where: str) -> N
     failed = torch.nonzero(table[:, 0]).view(-1).tolist()
     if failed:
         raise mmbal.Error(f"{where}: rank {failed[0]} refused its input (its own error names the value); no rank moved anything")
-    differs = torch.nonzero((table[:, 1:] != table[0, 1:]).any(dim=1)).view(-1).tolist()
+    plans = torch.nonzero(table[:, 1] != table[0, 1]).view(-1).tolist()
+    if plans:
+        r = plans[0]
+        raise mmbal.Error(f"{where}: rank {r} holds another global plan than rank 0 (fingerprints {int(table[r, 1]) & ((1 << 64) - 1):#018x} vs {int(table[0, 1]) & ((1 << 64) - 1):#018x}: other placements or sizes); every rank must pass its share of one plan")
+    differs = torch.nonzero((table[:, 2:] != table[0, 2:]).any(dim=1)).view(-1).tolist()
     if differs:
         r = differs[0]
-        raise mmbal.Error(f"{where}: rank {r} passes rows of (dtype code, dims, row size) = {table[r, 1:4].tolist()} but rank 0 passes {table[0, 1:4].tolist()} (trailing shapes {table[r, 4:].tolist()} vs {table[0, 4:].tolist()}); every rank must pass the same dtype and row shape")
+        raise mmbal.Error(f"{where}: rank {r} passes rows of (dtype code, dims, row size) = {table[r, 2:5].tolist()} but rank 0 passes {table[0, 2:5].tolist()} (trailing shapes {table[r, 5:].tolist()} vs {table[0, 5:].tolist()}); every rank must pass the same dtype and row shape")
 
 
 def exchange(x: torch.Tensor, plan, group=None, check: bool = False) -> torch.Tensor:
@@ -229,8 +237,9 @@ def exchange(x: torch.Tensor, plan, group=None, check: bool = False) -> torch.Te
 
     ``check=True`` adds one small all-gather before the exchange so that a bad input fails on
     EVERY rank with :class:`mmbal.Error` instead of leaving the others in the collective: a
-    rank whose own checks fail raises its message, the others name that rank; ranks whose
-    dtype or row shape (``x.shape[1:]``) differ from rank 0's all raise. Without it, such a
+    rank whose own checks fail raises its message, the others name that rank; ranks whose plan
+    is another global plan (its ``fingerprint``: other placements or sizes, whose splits would
+    not match) or whose dtype or row shape (``x.shape[1:]``) differ from rank 0's all raise. Without it, such a
     mismatch is not detectable locally: gloo aborts the process (different bytes per row) or
     reinterprets the bytes (same width). Every rank must pass the same ``check``. Default off
     (one more collective per call); :class:`StepBalancer` ``(verify=True)`` turns it on for its
@@ -253,14 +262,14 @@ def exchange(x: torch.Tensor, plan, group=None, check: bool = False) -> torch.Te
     @see OrchMLLM §5.2 (all-to-all communicator).
     """
     where = "mmbal.torch.exchange"
-    if not check:
+    if not _as_flag(check, "check", where):
         return _Exchange.apply(x, _check_plan(x, plan, group, where), group)
     prep, error = None, None
     try:
         prep = _check_plan(x, plan, group, where)
     except mmbal.Error as e:
         error = e
-    _check_across_ranks(x, error, group, where)
+    _check_across_ranks(x, prep, error, group, where)
     return _Exchange.apply(x, prep, group)
 
 
@@ -281,6 +290,30 @@ def _as_int(value, name: str, where: str) -> int:
     return int(value)
 
 
+def _as_flag(value, name: str, where: str) -> bool:
+    """A flag argument, as :mod:`mmbal` takes them: a bool, NumPy bool, or the int 0 or 1 (a
+    string such as "no" would otherwise count as true)."""
+    return mmbal._flag(value, f"{where}: {name}")
+
+
+def _is_list_like(value) -> bool:
+    """A sequence, array or tensor (with at least one dimension), not a string."""
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return value.ndim > 0
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _as_array(value, name: str, where: str) -> np.ndarray:
+    """``np.asarray(value)`` for a user's column, refusing what NumPy would misread: a masked
+    array (its hidden values would be used) and ragged nesting (a plain ValueError)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise mmbal.Error(f"{where}: {name} is a masked array (numpy.ma); pass its .compressed() or .filled() values")
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise mmbal.Error(f"{where}: {name} cannot be read as an array ({e})") from None
+
+
 def _check_rank(rank, ranks: int, where: str) -> int:
     r = _as_int(rank, "rank", where)
     if not 0 <= r < ranks:
@@ -293,7 +326,7 @@ def _int_array(name: str, value, where: str) -> np.ndarray:
         if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
             raise mmbal.Error(f"{where}: {name} must be an integer tensor, got dtype {value.dtype}")
         value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
+    arr = _as_array(value, name, where)
     if arr.size == 0:
         arr = arr.reshape(0)
         if arr.dtype.kind not in "iu":
@@ -366,7 +399,11 @@ class LocalMetadata:
         :class:`mmbal.Error` naming the sample and segment)."""
         where = "mmbal.torch.LocalMetadata.from_samples"
         seg_sample, mod, tok, enc = [], [], [], []
+        if not _is_list_like(samples):
+            raise mmbal.Error(f"{where}: samples must be a list of samples, got {type(samples).__name__}")
         for i, segs in enumerate(samples):
+            if not _is_list_like(segs):
+                raise mmbal.Error(f"{where}: sample {i} = {segs!r} is not a list of segments")
             for j, seg in enumerate(segs):
                 try:
                     fields = tuple(seg)
@@ -814,7 +851,7 @@ class StepBalancer:
         # The orchestrator also resolves the policies (defaults in one place) for the python engine.
         self.orchestrator = mmbal.Orchestrator(size, ranks_per_node=ranks_per_node, policies=self.policies, threads=threads, relabel=relabel)
         self.gatherer = MetadataGatherer(group, metadata_capacity)
-        self.verify = bool(verify)
+        self.verify = _as_flag(verify, "verify", where)
 
     def plan(self, local: LocalMetadata) -> StepPlan:
         """Gathers every rank's metadata (collective) and plans this step. Raises
@@ -906,6 +943,8 @@ def deal_groups(groups: Sequence[Sequence[int]], ranks: int, costs: Sequence[flo
         raise mmbal.Error(f"{where}: {len(costs)} costs for {len(groups)} groups")
     if not all(math.isfinite(c) for c in costs):
         raise mmbal.Error(f"{where}: costs must be finite, got {next(c for c in costs if not math.isfinite(c))}")
+    if not all(_is_list_like(g) for g in groups):
+        raise mmbal.Error(f"{where}: groups must be lists of sample indices, got {next(g for g in groups if not _is_list_like(g))!r}")
     out: List[Optional[List[int]]] = [list(g) for g in groups if len(g)]
     cost = [c for g, c in zip(groups, costs) if len(g)]
     count = len(out)
@@ -997,8 +1036,11 @@ class _RankBatchSampler:
 
     def global_batches(self, epoch: Optional[int] = None) -> List[List[int]]:
         """Every rank's batches of ``epoch`` (default: the current one), step-major: step s,
-        rank r is entry ``s * num_replicas + r``. Identical on every rank."""
-        e = self.epoch if epoch is None else int(epoch)
+        rank r is entry ``s * num_replicas + r``. Identical on every rank. A copy: editing it
+        does not change what the sampler yields."""
+        return [list(b) for b in self._epoch_batches(self.epoch if epoch is None else _as_int(epoch, "epoch", type(self).__name__))]
+
+    def _epoch_batches(self, e: int) -> List[List[int]]:
         if self._cached_epoch != e:
             groups, costs = self._global_groups(e)
             self._cached = deal_groups(groups, self.num_replicas, costs, self._fits)
@@ -1006,7 +1048,7 @@ class _RankBatchSampler:
         return self._cached
 
     def _batches(self) -> List[List[int]]:
-        return self.global_batches()[self.rank :: self.num_replicas]
+        return self._epoch_batches(self.epoch)[self.rank :: self.num_replicas]
 
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch (reshuffles); like ``DistributedSampler.set_epoch``. After
@@ -1077,7 +1119,7 @@ def _sample_costs(lengths, where: str, weights: Optional[Sequence[float]] = None
     else:
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.detach().cpu().numpy()
-        arr = np.asarray(lengths)
+        arr = _as_array(lengths, "lengths", where)
         if arr.size == 0 and arr.dtype.kind not in "iu":
             arr = arr.astype(np.int64)  # an empty list is float64 to NumPy
         if arr.dtype.kind not in "iu":
@@ -1127,7 +1169,7 @@ class TokenBudgetSampler(_RankBatchSampler):
         if isinstance(max_tokens, (bool, np.bool_)) or not isinstance(max_tokens, numbers.Real) or not (math.isfinite(max_tokens) and max_tokens > 0):
             raise mmbal.Error(f"mmbal.torch.TokenBudgetSampler: max_tokens = {max_tokens!r} must be a finite number > 0")
         self.max_tokens = max_tokens
-        self.shuffle = bool(shuffle)
+        self.shuffle = _as_flag(shuffle, "shuffle", "mmbal.torch.TokenBudgetSampler")
 
     def _fits(self, members: List[int]) -> bool:
         return float(self.costs[members].sum()) <= self.max_tokens

@@ -109,27 +109,40 @@ void visit_integers(const py::array& a, F&& f) {
 
 /// A read-only view of an integer argument as unsigned `T` (uint32 or uint64), every value
 /// checked to lie in [0, hi]. Read in place when the element width is T's (signed or
-/// unsigned: a non-negative value has the same representation); otherwise converted into
-/// `storage`. The view is valid while `array` lives.
+/// unsigned: a non-negative value has the same representation) and `copy` is false; otherwise
+/// each element is read once, checked and stored in `storage`. The view is valid while `array`
+/// lives. `copy = true` for indices used after the GIL is released: another Python thread may
+/// rewrite the caller's array meanwhile, and an index checked before that would not be the
+/// index used (a segfault in `migrate`, found in session 28).
 template <class T>
 struct unsigned_view {
   py::array array;
   std::vector<T> storage;
   std::span<const T> values;
 
-  unsigned_view(py::handle obj, const char* name, std::uint64_t hi) : array(integer_array(obj, name)) {
+  unsigned_view(py::handle obj, const char* name, std::uint64_t hi, bool copy = false)
+      : array(integer_array(obj, name)) {
     const auto n = static_cast<std::size_t>(array.size());
     visit_integers(array, [&](const auto* data) {
       using E = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
-      for (std::size_t i = 0; i < n; ++i)
-        if (std::cmp_less(data[i], 0) || std::cmp_greater(data[i], hi))
-          throw_invalid(name, "[", i, "] = ", +data[i], " is out of range [0, ", hi, "]");
+      const auto check = [&](std::size_t i, E x) {
+        if (std::cmp_less(x, 0) || std::cmp_greater(x, hi))
+          throw_invalid(name, "[", i, "] = ", +x, " is out of range [0, ", hi, "]");
+      };
       if constexpr (sizeof(E) == sizeof(T)) {
-        values = std::span<const T>(reinterpret_cast<const T*>(data), n);
-      } else {
-        storage.assign(data, data + n);
-        values = storage;
+        if (!copy) {
+          for (std::size_t i = 0; i < n; ++i) check(i, data[i]);
+          values = std::span<const T>(reinterpret_cast<const T*>(data), n);
+          return;
+        }
       }
+      storage.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const E x = data[i];  // one read: the value checked is the value kept
+        check(i, x);
+        storage[i] = static_cast<T>(x);
+      }
+      values = storage;
     });
   }
   [[nodiscard]] std::size_t size() const noexcept { return values.size(); }
@@ -292,7 +305,7 @@ struct balance_call {
     problem.weights = lengths.values;
     problem.bins = rank_count(ranks_in, "ranks");
     if (!origin_in.is_none()) {
-      origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1});
+      origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1}, /*copy=*/true);
       if (origin->size() != lengths.size())
         throw_invalid("origin has ", origin->size(), " entries but lengths has ", lengths.size());
       problem.origin = origin->values;
@@ -544,12 +557,31 @@ struct py_workload {
       const auto names = py::reinterpret_borrow<py::sequence>(modalities);
       const std::size_t count = py::len(names);
       if (count == 0) throw_invalid("modalities: empty (need at least the names the segments use)");
-      std::vector<mmbal::modality_id> id_of(count);
-      for (std::size_t j = 0; j < count; ++j) id_of[j] = intern(names[j], "modalities[" + std::to_string(j) + "]");
+      // Every name is checked (in a scratch workload), but the workload interns them in the
+      // order the segments first use them, as the string form does: the phases, their order
+      // and the plan fingerprint are then the same for both forms of one batch.
+      std::vector<std::string> text(count);
+      mmbal::workload scratch;
+      for (std::size_t j = 0; j < count; ++j) {
+        const std::string where = "modalities[" + std::to_string(j) + "]";
+        if (!py::isinstance<py::str>(names[j]))
+          throw_invalid(where, " = ", std::string(py::repr(names[j])), " is not a str");
+        text[j] = names[j].cast<std::string>();
+        try {
+          (void)scratch.intern_modality(text[j]);
+        } catch (const mmbal::invalid_input& e) {
+          throw_invalid(where, ": ", e.what());
+        }
+      }
       const unsigned_view<std::uint32_t> ids(segment_modality, "segment_modality", count - 1);
       if (ids.size() != segments)
         throw_invalid("segment_modality has ", ids.size(), " entries but segment_sample has ", segments);
-      for (std::size_t k = 0; k < segments; ++k) modality[k] = id_of[ids.values[k]];
+      std::vector<std::optional<mmbal::modality_id>> id_of(count);
+      for (std::size_t k = 0; k < segments; ++k) {
+        auto& id = id_of[ids.values[k]];
+        if (!id) id = w.intern_modality(text[ids.values[k]]);
+        modality[k] = *id;
+      }
     } else {
       if (!py::isinstance<py::sequence>(segment_modality) || py::isinstance<py::str>(segment_modality))
         throw_invalid("segment_modality: expected a sequence of modality names (str), one per segment");

@@ -207,3 +207,17 @@ def test_empty_workload_has_only_the_llm_phase():
 def test_orchestrator_bad_input(call, message):
     with pytest.raises(mmbal.Error, match=message):
         call()
+
+
+def test_workload_forms_give_the_same_phases_and_fingerprint():
+    """Modality ids with `modalities=` interned the names in list order, so the phase order
+    and the plan fingerprint differed from the string form of the same batch."""
+    names = ["text", "image", "audio"]
+    mods = [0, 2, 1, 0, 2]
+    args = ([0, 0, 1, 1], [0, 0, 1, 2, 3], [names[m] for m in mods], [5, 7, 3, 9, 4], [5, 70, 30, 9, 40])
+    a = mmbal.Workload(*args)
+    b = mmbal.Workload(args[0], args[1], mods, args[3], args[4], modalities=names)
+    o = mmbal.Orchestrator(2)
+    pa, pb = o.plan(a), o.plan(b)
+    assert pa.phases == pb.phases == ["audio", "image", "llm"]
+    assert pa.fingerprint == pb.fingerprint

@@ -138,6 +138,19 @@ def checked_exchange_worker(rank, ranks):
         with pytest.raises(mmbal.Error, match=message):
             mt.exchange(x, plan, check=True)
         still_in_step(rank, ranks)
+    # another global plan on rank 1 (other sizes): its splits would not match (uninitialized
+    # rows or an abort before)
+    target = mmbal.Assignment(((np.arange(2 * ranks) + 1) % ranks).astype(np.int32), (np.arange(2 * ranks) // ranks).astype(np.int32), ranks)
+    sizes = np.full(2 * ranks, 2)
+    if rank == 1:
+        sizes[-1] = 1
+    other = mmbal.alltoall_plan(np.arange(2 * ranks) % ranks, target, sizes, rank)
+    x = torch.zeros(other.source_rows, 2)
+    with pytest.raises(mmbal.Error, match="rank 1 holds another global plan than rank 0"):
+        mt.exchange(x, other, check=True)
+    still_in_step(rank, ranks)
+    with pytest.raises(mmbal.Error, match="check: expected True or False, got 'no'"):
+        mt.exchange(ok, plan, check="no")
     y = mt.exchange(ok, plan, check=True)
     assert y.view(-1).tolist() == [float((rank - 1) % ranks)] * 8
     # StepBalancer(verify=True) compares the metadata capacities before the gather

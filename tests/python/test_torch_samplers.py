@@ -300,3 +300,25 @@ def test_samplers_drive_a_dataloader():
         assert batches == list(sampler)
         seen += [i for b in batches for i in b]
     assert sorted(seen) == list(range(37))
+
+
+def test_global_batches_is_a_copy_and_flags_are_bools():
+    s = mt.TokenBudgetSampler(np.arange(1, 21), 30, num_replicas=2, rank=0, seed=1)
+    g = s.global_batches()
+    g[0].clear()
+    g.pop()
+    assert sorted(i for b in s.global_batches() for i in b) == list(range(20))
+    assert list(s)[0] != []
+    with pytest.raises(mmbal.Error, match="shuffle: expected True or False, got 'False'"):
+        mt.TokenBudgetSampler([1, 2], 10, num_replicas=1, rank=0, shuffle="False")
+    # masked arrays and ragged lists: mmbal.Error, not NumPy's values or ValueError
+    with pytest.raises(mmbal.Error, match="lengths is a masked array"):
+        mt.TokenBudgetSampler(np.ma.array([1, 2], mask=[0, 1]), 10, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="vision is a masked array"):
+        mt.ISFSampler(np.ma.array([1, 2], mask=[0, 1]), [1, 2], 5, 5, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="lengths cannot be read as an array"):
+        mt.TokenBudgetSampler([[1, 2], [3]], 10, num_replicas=1, rank=0)
+    with pytest.raises(mmbal.Error, match="samples must be a list of samples, got int"):
+        mt.LocalMetadata.from_samples(5)
+    with pytest.raises(mmbal.Error, match="groups must be lists of sample indices, got 1"):
+        mt.deal_groups([1, 2], 2, [1.0, 1.0])

@@ -195,7 +195,7 @@ const bool registered = mmbal::tool::register_command(40, [](CLI::App& app) -> s
   sub->add_option("--vision", state->vision,
                   "vision measure per sample: images (count of image/video segments, default) or tokens (their "
                   "encoder lengths)");
-  sub->add_option("--iterations", state->iterations, "T, sampling+filtering rounds (default 10)");
+  sub->add_option("--iterations", state->iterations, "T, sampling+filtering rounds (default 10, at most 65536)");
   sub->add_option("--seed", state->seed, "shuffle seed (default 0)");
   sub->add_option("--oversize", state->oversize,
                   "a sample alone above a cap: singleton (own group, reported), reject (error naming it) or drop "

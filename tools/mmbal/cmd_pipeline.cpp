@@ -351,12 +351,12 @@ const bool registered = mmbal::tool::register_command(65, [](CLI::App& app) -> s
   sub->add_option("--input", o->input, "Workload file (JSON Lines); with --model, --ranks, --micro-batches");
   sub->add_option("--model", o->model, "Pipeline model JSON (stages, modules, cost, trainable; see cmd_pipeline.cpp)");
   sub->add_option("--ranks", o->ranks, "Data-parallel ranks D (samples stay on their rank)");
-  sub->add_option("--micro-batches", o->micro_batches, "Micro-batches M per rank");
+  sub->add_option("--micro-batches", o->micro_batches, "Micro-batches M per rank (at most the workload's samples)");
   sub->add_option("--cost", o->cost, "Cost spec used to split each rank's samples into micro-batches")
       ->capture_default_str();
   sub->add_option("--order", o->order, "identity, verl, disttrain, search, or all (report every order, pick the best)")
       ->capture_default_str();
-  sub->add_option("--schedule", o->schedule, "1f1b, interleaved:V or gpipe")->capture_default_str();
+  sub->add_option("--schedule", o->schedule, "1f1b, interleaved:V (1 <= V <= 1024) or gpipe")->capture_default_str();
   sub->add_option("--hop", o->hop, "Communication time per stage hop (seconds)")->capture_default_str();
   sub->add_option("--max-evaluations", o->max_evaluations,
                   "Simulations the search may run (0: as many as 3*2^21 simulated operations allow)")

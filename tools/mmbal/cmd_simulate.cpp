@@ -265,7 +265,8 @@ const bool registered = mmbal::tool::register_command(60, [](CLI::App& app) -> s
   sub->add_option("--family", state->family, "workload family: omni, llava, internvl or audio (default omni)");
   sub->add_option("--data-dir", state->data_dir,
                   "directory with the real length files (default: $MMBAL_DATA_DIR, else the build's data/)");
-  sub->add_option("--tflops", state->tflops, "effective TFLOP/s per GPU for the step-time model (default 400)");
+  sub->add_option("--tflops", state->tflops,
+                  "effective TFLOP/s per GPU for the step-time model (default 400; 0.001 to 1e6)");
   state->orchestrator.add_to(sub, "ranks per node; 0 = one node (default 8)",
                              "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
   state->flags.add_to(sub,
