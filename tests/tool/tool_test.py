@@ -328,7 +328,7 @@ def bad_input_found_in_session_28(good):
     p = run("fit", "--steps", steps, "--window", "1152921504606846975", "--json")
     assert json.loads(p.stdout)["steps"] == 3, p.stdout
     p = run("fit", "--steps", steps, "--window", "-5", expect=2)
-    assert "--window = -5 must be >= 0" in p.stderr, p.stderr
+    assert "--window" in p.stderr and "'-5' is not a plain decimal" in p.stderr, p.stderr
     # A valid but subnormal step time overflowed the fit's scaling: "nnls3: row 0 holds a
     # non-finite value", naming no step.
     tiny = write("steps_tiny.jsonl", '{"ranks":[[100]],"step_time":1e-320}\n{"ranks":[[200]],"step_time":1}\n'
@@ -363,6 +363,23 @@ def bad_input_found_in_session_28(good):
     assert "--algorithm: unknown algorithm 'magic'" in p.stderr, p.stderr
     p = run("balance", "--input", good, "--ranks", "2", "--bytes-per-token", "0", expect=2)
     assert "--bytes-per-token 0" in p.stderr, p.stderr
+    # Integers were read with strtoull in base 0: "0100" was 64 samples, "-5" wrapped to 2^64 - 5.
+    for args, flag in ((["generate", "--family", "llava", "--samples", "0100"], "--samples"),
+                       (["isf", "--input", good, "--ranks", "2", "--qv", "-1", "--qt", "5"], "--qv"),
+                       (["generate", "--family", "llava", "--samples", "4", "--seed", "0x10"], "--seed")):
+        p = run(*args, expect=2)
+        assert flag in p.stderr and "is not a plain decimal" in p.stderr, (args, p.stderr)
+    # samples per rank x ranks wrapped: 2 x 2^63 ran on 0 samples with exit 0
+    p = run("simulate", "--ranks", "2", "--samples-per-rank", str(2**63), expect=2)
+    assert "--samples-per-rank" in p.stderr and "exceeds 2^32 - 1" in p.stderr, p.stderr
+    # omni task weights summing to inf drew every sample from one task
+    p = run("generate", "--family", "omni", "--samples", "20", "--task-weights", "1e308,1e308,1,1,1,1,1", expect=2)
+    assert "sum beyond a double" in p.stderr, p.stderr
+    # Output lost to a full disk was exit 0 (or "internal error" from generate): exit 1, said.
+    for args in (["balance", "--input", good, "--ranks", "2", "--json"], ["generate", "--family", "llava", "--samples", "5"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([MMBAL, *args], stdout=full, stderr=subprocess.PIPE, text=True)
+        assert p.returncode == 1 and "mmbal: error:" in p.stderr and "internal" not in p.stderr, (args, p.returncode, p.stderr)
 
 
 def isf_sizes(samples, vision):

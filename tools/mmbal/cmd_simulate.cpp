@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -163,6 +164,10 @@ int run_simulate(const simulate_state& s) {
   const mmbal::family f = mmbal::parse_family(s.family);
   if (f == mmbal::family::longctx)
     mmbal::detail::throw_invalid("--family longctx: simulate needs a sample workload (llava, internvl, audio, omni)");
+  // samples_per_rank · ranks wrapped silently (2 × 2^63 made 0 samples, exit 0).
+  if (s.samples_per_rank > std::numeric_limits<std::uint32_t>::max() / s.ranks)
+    mmbal::detail::throw_invalid("--samples-per-rank ", s.samples_per_rank, " x --ranks ", s.ranks,
+                                 " exceeds 2^32 - 1 samples");
   mmbal::generator_options g;
   g.samples = s.samples_per_rank * s.ranks;
   g.ranks = s.ranks;

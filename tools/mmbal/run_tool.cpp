@@ -3,10 +3,12 @@
 #include "tool.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <exception>
 #include <iostream>
 #include <new>
 #include <streambuf>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,20 @@ int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err) {
       const auto subs = app.get_subcommands({});
       if (subs.size() > before) commands.emplace_back(subs.back(), std::move(run));
     }
+    // CLI11 reads integers with strtoull in base 0: "010" was 8, "0x10" 16, and "-5" wrapped
+    // to 2^64 - 5 in every unsigned option. Values must be plain decimals.
+    const CLI::Validator plain_decimal(
+        [](std::string& value) -> std::string {
+          const bool negative = value.size() > 1 && value[0] == '-' && (std::isdigit(value[1]) || value[1] == '.');
+          const bool based =
+              value.size() > 1 && value[0] == '0' && (std::isdigit(value[1]) || value[1] == 'x' || value[1] == 'X');
+          if (negative || based) return "'" + value + "' is not a plain decimal number >= 0 (no sign, no leading zero)";
+          return {};
+        },
+        "", "plain decimal");
+    for (auto& [sub, run] : commands)
+      for (CLI::Option* option : sub->get_options())
+        if (option->get_type_size_max() > 0) option->check(plain_decimal);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -54,11 +70,23 @@ int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return code == 0 ? 0 : 2;
     }
     for (auto& [sub, run] : commands)
-      if (sub->parsed()) return run();
+      if (sub->parsed()) {
+        const int code = run();
+        // A full disk or a closed pipe lost the output: not a success (every subcommand
+        // writes through `out`).
+        if (!out.flush()) {
+          err << "mmbal: error: writing the output failed\n";
+          return 1;
+        }
+        return code;
+      }
     return 2;
   } catch (const invalid_input& e) {
     err << "mmbal: error: " << e.what() << '\n';
     return 2;
+  } catch (const runtime_failure& e) {
+    err << "mmbal: error: " << e.what() << '\n';
+    return 1;
   } catch (const std::bad_alloc&) {
     // Not a defect of the input or of mmbal: the command needs more memory than the process
     // may have (millions of ranks under a `ulimit -v`, say); say so, not "internal error".

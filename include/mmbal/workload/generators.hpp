@@ -383,6 +383,8 @@ class family_sampler {
       omni_cum_[k] = acc_w += x;
     }
     if (!(acc_w > 0)) throw_invalid("generator: omni task weights are all zero");
+    if (!std::isfinite(acc_w))  // 1e308 twice: every draw fell in the first infinite bucket
+      throw_invalid("generator: omni task weights sum beyond a double (", acc_w, "); scale them down");
     const std::uint32_t top = std::max<std::uint32_t>(o.internvl_max_num, 12);
     ratios_.resize(top + 1);
     for (std::uint32_t m = 1; m <= top; ++m) ratios_[m] = internvl_ratios(m);
