@@ -180,6 +180,15 @@ _CHECK_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, to
 _CHECK_DIMS = 12  # trailing dims compared one by one; beyond them ndim and the row size
 
 
+def _gather_rows(row: torch.Tensor, group) -> torch.Tensor:
+    """Every rank's ``row`` (a 1-D int64 tensor of the same length on every rank), stacked in
+    rank order: one ``all_gather``, the small collective behind every cross-rank check."""
+    _, size = _group_rank_and_size(group)
+    parts = [torch.empty_like(row) for _ in range(size)]
+    dist.all_gather(parts, row, group=group)
+    return torch.stack(parts)
+
+
 def _describe_rows(x, prep: Optional[_Prepared]) -> torch.Tensor:
     """[failed, plan fingerprint, dtype code, ndim, elements per row, trailing dims...] of this
     rank's input (``prep`` None: its own checks failed)."""
@@ -200,11 +209,7 @@ def _check_across_ranks(x, prep: Optional[_Prepared], error: Optional[mmbal.Erro
     collective) and raises the same decision on every rank: the local error where there is
     one, otherwise an error naming the first rank that failed, holds another global plan, or
     passes another dtype or row shape than rank 0."""
-    _, size = _group_rank_and_size(group)
-    mine = _describe_rows(x, None if error is not None else prep)
-    parts = [torch.empty_like(mine) for _ in range(size)]
-    dist.all_gather(parts, mine, group=group)
-    table = torch.stack(parts)
+    table = _gather_rows(_describe_rows(x, None if error is not None else prep), group)
     if error is not None:
         raise error
     failed = torch.nonzero(table[:, 0]).view(-1).tolist()
@@ -767,11 +772,7 @@ class StepPlan:
 def _verify_same_plan(plan: StepPlan, group) -> None:
     """All-gathers the plan fingerprints; raises on every rank (the same decision everywhere,
     so nobody is left in a collective) when they differ."""
-    _, size = _group_rank_and_size(group)
-    mine = torch.tensor([plan.fingerprint], dtype=torch.int64)
-    parts = [torch.empty_like(mine) for _ in range(size)]
-    dist.all_gather(parts, mine, group=group)
-    values = [int(t) for t in parts]
+    values = _gather_rows(torch.tensor([plan.fingerprint], dtype=torch.int64), group)[:, 0].tolist()
     if len(set(values)) != 1:
         raise mmbal.Error(f"mmbal.torch.StepBalancer: ranks planned different steps (fingerprints per rank: {[hex(v) for v in values]})")
 
@@ -779,11 +780,7 @@ def _verify_same_plan(plan: StepPlan, group) -> None:
 def _verify_same_capacity(gatherer: MetadataGatherer, group) -> None:
     """All-gathers the gatherers' capacities (a fixed-size collective) and raises on every
     rank when they differ: the metadata gather itself would abort in the backend."""
-    _, size = _group_rank_and_size(group)
-    mine = torch.tensor([gatherer.capacity], dtype=torch.int64)
-    parts = [torch.empty_like(mine) for _ in range(size)]
-    dist.all_gather(parts, mine, group=group)
-    values = [int(t) for t in parts]
+    values = _gather_rows(torch.tensor([gatherer.capacity], dtype=torch.int64), group)[:, 0].tolist()
     if len(set(values)) != 1:
         raise mmbal.Error(f"mmbal.torch.StepBalancer: the ranks' metadata capacities differ ({values}); pass the same metadata_capacity on every rank")
 
