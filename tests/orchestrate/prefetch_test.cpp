@@ -6,8 +6,14 @@
 #include <mmbal/orchestrate/prefetch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace orchestrate_test;
 using mmbal::orchestrate::prefetched_step;
@@ -124,7 +130,7 @@ TEST_CASE("prefetching_planner: stop mid-stream ends an endless source cleanly",
     loader.stop();
     REQUIRE_FALSE(loader.next().has_value());
     REQUIRE(loader.stop_requested());
-    REQUIRE(calls.load() <= 2 + 2);  // at most depth beyond the consumed steps
+    REQUIRE(calls.load() == 2 + 2);  // exactly depth beyond the consumed steps, stop or not
     loader.stop();                   // idempotent
   }
   SECTION("destroyed without consuming anything") {
@@ -135,7 +141,7 @@ TEST_CASE("prefetching_planner: stop mid-stream ends an endless source cleanly",
         return batch_of(k);
       });
     }
-    REQUIRE(calls.load() <= 1);  // depth 1: one step queued, then the producer waits
+    REQUIRE(calls.load() == 1);  // depth 1: step 0 has room, so it is planned even after stop
   }
   SECTION("a running source that polls stop_requested") {
     std::atomic<prefetching_planner*> self{nullptr};
@@ -154,6 +160,71 @@ TEST_CASE("prefetching_planner: stop mid-stream ends an endless source cleanly",
     loader.stop();
     REQUIRE(saw_stop.load());
     REQUIRE_FALSE(loader.next().has_value());
+  }
+}
+
+namespace {
+
+/// A collective of `members` threads, as an all-gather of the metadata is across ranks: each
+/// step's call returns once every member has made it. A member that waits more than 10 s
+/// throws instead of hanging the test run.
+class timed_collective {
+ public:
+  explicit timed_collective(int members) : members_(members) {}
+
+  void arrive(std::uint64_t step) {
+    std::unique_lock lock(mutex_);
+    ++arrived_[step];
+    cv_.notify_all();
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return arrived_[step] == members_; }))
+      throw std::runtime_error("collective of step " + std::to_string(step) + " timed out: a member skipped it");
+  }
+
+ private:
+  int members_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::uint64_t, int> arrived_;
+};
+
+}  // namespace
+
+TEST_CASE("prefetching_planner: ranks stopping at different times leave no collective source waiting",
+          "[orchestrate][concurrency]") {
+  // Two planners stand for two ranks whose source is a collective. Each consumer takes the
+  // same number of steps and stops, one at once and one later: both producers must make the
+  // same calls (exactly taken + depth steps), so neither waits in a step the other skipped.
+  for (const std::size_t depth : {std::size_t{1}, std::size_t{2}}) {
+    INFO("depth " << depth);
+    constexpr std::uint64_t taken = 3;
+    timed_collective gather(2);
+    std::atomic<std::uint64_t> calls[2] = {0, 0};
+    std::atomic<bool> failed{false};
+    std::vector<std::thread> ranks_threads;
+    for (int r = 0; r < 2; ++r) {
+      ranks_threads.emplace_back([&, r] {
+        prefetching_planner loader(
+            make(ranks, 4),
+            [&, r](std::uint64_t k) -> std::optional<mmbal::workload> {
+              ++calls[r];
+              gather.arrive(k);
+              return batch_of(k);
+            },
+            depth);
+        try {
+          for (std::uint64_t k = 0; k < taken; ++k)
+            if (std::optional<prefetched_step> s = loader.next(); !s || s->index != k) failed = true;
+        } catch (const std::exception&) {
+          failed = true;
+        }
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        loader.stop();
+      });
+    }
+    for (std::thread& t : ranks_threads) t.join();
+    REQUIRE_FALSE(failed.load());
+    REQUIRE(calls[0].load() == taken + depth);
+    REQUIRE(calls[1].load() == taken + depth);
   }
 }
 

@@ -57,9 +57,14 @@ struct prefetched_step {
 /// which the stream is over (`next` returns `std::nullopt`); `stop` (and the destructor)
 /// wakes a producer blocked on a full queue, waits for a running `source` / `plan` call to
 /// return (it cannot interrupt one: long sources should poll `stop_requested`), joins the
-/// thread and drops queued steps. Memory: a step is gathered and planned only while fewer
-/// than `depth` wait, so at most `depth` steps are queued or being planned, besides those the
-/// consumer holds and one spare orchestration.
+/// thread and drops queued steps. A step that has room (the consumer has taken step
+/// k - depth) is still gathered and planned after `stop`: on MPI ranks another rank's
+/// producer may already be inside that step's collective source, which needs this rank. So
+/// the producer calls `source` exactly for steps 0 .. taken + depth - 1 (or until the source
+/// ends), the same on every rank that took the same number of steps, whenever each stops.
+/// Memory: a step is gathered and planned only while fewer than `depth` wait, so at most
+/// `depth` steps are queued or being planned, besides those the consumer holds and one spare
+/// orchestration.
 /// @see OrchMLLM §6.
 class prefetching_planner {
  public:
@@ -138,7 +143,7 @@ class prefetching_planner {
       {
         std::unique_lock lock(mutex_);
         space_cv_.wait(lock, [&] { return stopping_ || ready_.size() < depth_; });
-        if (stopping_) break;
+        if (ready_.size() >= depth_) break;  // stopping; a step with room is still planned (see the class comment)
         if (!spare_.empty()) {
           out = std::move(spare_.back());
           spare_.pop_back();
@@ -149,7 +154,7 @@ class prefetching_planner {
         if (!batch) break;
         planner_.plan(*batch, out, workspace_);
         std::unique_lock lock(mutex_);
-        if (stopping_) break;
+        // Queued even when stopping (`stop` drops it): the next step may still have room.
         ready_.push_back(prefetched_step{k, std::move(*batch), std::move(out)});
         lock.unlock();
         ready_cv_.notify_one();
