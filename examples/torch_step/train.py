@@ -16,7 +16,9 @@ The loss is a SUM over the batch's text targets divided by the GLOBAL target cou
 gradients are all-reduced (sum), so placement cannot change them: the two runs must give the
 same loss, the same per-sample losses and the same gradient of every parameter (float64,
 relative 1e-6). Run ``python3 examples/torch_step/train.py`` (needs ``mmbal`` importable, e.g.
-``PYTHONPATH=build/release/python``); ``--check`` exits 1 on any mismatch.
+``PYTHONPATH=build/release/python``); ``--check`` exits 1 on any mismatch. With ``--prefetch``
+each step's plan comes from ``mmbal.torch.PrefetchingBalancer``: step k+1 is gathered and
+planned on a thread (on a process group of its own) while step k trains.
 """
 
 from __future__ import annotations
@@ -226,9 +228,8 @@ def step_unbalanced(model: TinyMLLM, samples: List[Sample]) -> torch.Tensor:
     return torch.stack(losses) if losses else model.lm.head.bias[:0]
 
 
-def step_balanced(model: TinyMLLM, samples: List[Sample], balancer: mt.StepBalancer, log: Dict) -> torch.Tensor:
+def step_balanced(model: TinyMLLM, samples: List[Sample], plan: mt.StepPlan, log: Dict) -> torch.Tensor:
     """The same per-sample losses, computed where mmbal puts the work, restored to the origin."""
-    plan = balancer.plan(local_metadata(samples))
     meta = plan.meta
     log["plan"] = plan
     # 1. image phase: patches (local image order) -> encoder ranks; encode there
@@ -287,7 +288,7 @@ def format_loads(name: str, before, after) -> str:
     return f"{name:>5}: before [{', '.join(f'{v:8.1f}' for v in before)}]  after [{', '.join(f'{v:8.1f}' for v in after)}]"
 
 
-def worker(rank: int, ranks: int, init_file: str, steps: int, engine: str, results) -> None:
+def worker(rank: int, ranks: int, init_file: str, steps: int, engine: str, prefetch: bool, results) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=ranks, timeout=datetime.timedelta(seconds=60))
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
@@ -296,17 +297,28 @@ def worker(rank: int, ranks: int, init_file: str, steps: int, engine: str, resul
     balanced.load_state_dict(plain.state_dict())
     opt_p = torch.optim.SGD(plain.parameters(), lr=0.05)
     opt_b = torch.optim.SGD(balanced.parameters(), lr=0.05)
-    balancer = mt.StepBalancer(modalities=("text", "image"), policies={"llm": (LLM_COST, "lpt"), "image": (ENCODER_COST, "lpt")}, engine=engine)
+    # With --prefetch the balancer gathers on a process group of its own: step k+1 is gathered
+    # and planned on a thread while step k runs its exchanges on the default group.
+    balancer = mt.StepBalancer(
+        modalities=("text", "image"), policies={"llm": (LLM_COST, "lpt"), "image": (ENCODER_COST, "lpt")}, engine=engine, metadata_group=dist.new_group() if prefetch else None
+    )
+    prefetcher = mt.PrefetchingBalancer(balancer, lambda k: local_metadata(make_batch(k, ranks)[rank]) if k < steps else None) if prefetch else None
     worst = 0.0
     empty_receivers = 0
     for step in range(steps):
         samples = make_batch(step, ranks)[rank]
+        if prefetcher is not None:
+            prefetched = prefetcher.next()
+            assert prefetched.index == step
+            plan = prefetched.plan
+        else:
+            plan = balancer.plan(local_metadata(samples))
         total = torch.tensor([targets_of(samples)], dtype=torch.int64)
         dist.all_reduce(total)
         total_targets = int(total)
         log: Dict = {}
         ls_p = step_unbalanced(plain, samples)
-        ls_b = step_balanced(balanced, samples, balancer, log)
+        ls_b = step_balanced(balanced, samples, plan, log)
         loss_p, loss_b = global_loss(ls_p, total_targets), global_loss(ls_b, total_targets)
         opt_p.zero_grad()
         opt_b.zero_grad()
@@ -332,6 +344,9 @@ def worker(rank: int, ranks: int, init_file: str, steps: int, engine: str, resul
             empty_receivers += int(np.sum(np.bincount(np.asarray(phase.target.rank), minlength=ranks) == 0))
         opt_p.step()
         opt_b.step()
+    if prefetcher is not None:
+        assert prefetcher.next() is None  # every rank's data ended at the same step
+        prefetcher.stop()
     results[rank] = (worst, empty_receivers)
     dist.destroy_process_group()
 
@@ -341,13 +356,14 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--engine", choices=mt.StepBalancer.ENGINES, default="orchestrator", help="how StepBalancer plans (default: mmbal.Orchestrator)")
+    ap.add_argument("--prefetch", action="store_true", help="plan step k+1 on a thread during step k (mmbal.torch.PrefetchingBalancer)")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--check", action="store_true", help="exit 1 unless balanced == unbalanced within the tolerance")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         manager = mp.Manager()
         results = manager.dict()
-        mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "init"), args.steps, args.engine, results), nprocs=args.ranks, join=True)
+        mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "init"), args.steps, args.engine, args.prefetch, results), nprocs=args.ranks, join=True)
         worst = max(results[r][0] for r in range(args.ranks))
         empty = results[0][1]
     print(f"worst relative difference over {args.steps} steps, every parameter: {worst:.2e} (tolerance {args.tolerance:g}); phase slots with an empty rank: {empty}")

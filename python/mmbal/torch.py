@@ -22,10 +22,12 @@ See docs/DESIGN.md (data movement) and OrchMLLM §5-§6 for the phases and the c
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 import math
 import numbers
+import threading
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -44,6 +46,8 @@ __all__ = [
     "StepBalancer",
     "StepPlan",
     "PhaseResult",
+    "PrefetchingBalancer",
+    "PrefetchedStep",
     "TokenBudgetSampler",
     "ISFSampler",
     "deal_groups",
@@ -457,6 +461,11 @@ class GlobalMetadata:
 
 
 _HEADER = 3  # [samples, segments, capacity needed] per rank
+# A negative `samples` in a rank's header says it has no metadata to give this step; it still
+# takes part in the collective, so that every rank reaches the same decision instead of
+# waiting for it.
+_FAILED = -1  # its step raised before the gather
+_ENDED = -2  # its data has ended
 
 
 class MetadataGatherer:
@@ -470,6 +479,8 @@ class MetadataGatherer:
     run). Because the decision is made from gathered data, every rank makes the same number
     of calls: no hang. Why not "all_gather the sizes, then all_gather padded data": that is two
     collectives every step; a fixed capacity that only grows makes it one.
+    A rank that has no metadata to give (``local`` is not a :class:`LocalMetadata`) still takes
+    part with a mark in its header, and every rank raises :class:`mmbal.Error` naming it.
     Every rank must start from the same ``initial_capacity`` and keep its gatherer across the
     same steps (different capacities make the backend abort; ``StepBalancer(verify=True)``
     checks them). Memory: ranks × capacity × 8 bytes. Complexity O(ranks × capacity).
@@ -480,15 +491,23 @@ class MetadataGatherer:
         self.capacity = max(_as_int(initial_capacity, "initial_capacity", "mmbal.torch.MetadataGatherer"), 4 + _HEADER)
 
     def gather(self, local: LocalMetadata) -> GlobalMetadata:
-        if not isinstance(local, LocalMetadata):
-            raise mmbal.Error(f"mmbal.torch.gather_metadata: local must be a LocalMetadata, got {type(local).__name__}")
+        if isinstance(local, LocalMetadata):
+            return self._gather_step(local)
+        return self._gather_step(None, mmbal.Error(f"mmbal.torch.gather_metadata: local must be a LocalMetadata, got {type(local).__name__}"))
+
+    def _gather_step(self, local: Optional[LocalMetadata], error: Optional[BaseException] = None) -> Optional[GlobalMetadata]:
+        """The collective of one step. ``local`` None: this rank has nothing to give, because
+        of ``error`` (re-raised here, :class:`mmbal.Error` on every other rank) or, without
+        one, because its data has ended. Returns None when every rank's data has ended;
+        raises on every rank when only some have."""
         _, size = _group_rank_and_size(self.group)
-        m = local.segment_sample.shape[0]
+        m = 0 if local is None else local.segment_sample.shape[0]
         needed = _HEADER + 4 * m
         while True:
             buf = torch.zeros(self.capacity, dtype=torch.int64)
-            buf[0], buf[1], buf[2] = local.samples, m, needed
-            if needed <= self.capacity:
+            buf[0] = local.samples if local is not None else _FAILED if error is not None else _ENDED
+            buf[1], buf[2] = m, needed
+            if local is not None and needed <= self.capacity:
                 body = np.concatenate([local.segment_sample, local.segment_modality, local.segment_tokens, local.segment_encoder_len])
                 buf[_HEADER:needed] = torch.from_numpy(body)
             parts = [torch.empty_like(buf) for _ in range(size)]
@@ -498,6 +517,16 @@ class MetadataGatherer:
             if most <= self.capacity:
                 break
             self.capacity = 1 << (most - 1).bit_length()
+        failed = np.nonzero(table[:, 0] == _FAILED)[0].tolist()
+        if failed:
+            if error is not None:
+                raise error
+            raise mmbal.Error(f"mmbal.torch.gather_metadata: rank(s) {failed} raised before the metadata gather of this step (see their error)")
+        ended = np.nonzero(table[:, 0] == _ENDED)[0].tolist()
+        if len(ended) == size:
+            return None
+        if ended:
+            raise mmbal.Error(f"mmbal.torch.gather_metadata: the data of rank(s) {ended} ended while the other ranks still have a step; every rank must end at the same step")
         return _assemble(table, size)
 
 
@@ -805,6 +834,10 @@ class StepBalancer:
       different ``metadata_capacity``); after planning, every rank's plan fingerprint (e.g.
       ranks running different mmbal versions or configurations); and every move of the
       :class:`StepPlan` runs :func:`exchange` with ``check=True``. Default off.
+    - ``metadata_group``: the process group of the metadata gather and of ``verify``'s
+      planning checks (default: ``group``); the same ranks in the same order as ``group``.
+      Give it a group of its own (``torch.distributed.new_group()``) to plan on another thread
+      while the trainer's collectives run (:class:`PrefetchingBalancer`).
 
     Construct it after ``init_process_group`` (it reads the group size). :meth:`plan` is
     collective (one metadata gather in the steady state, see
@@ -828,6 +861,7 @@ class StepBalancer:
         threads: int = 1,
         metadata_capacity: int = 1024,
         verify: bool = False,
+        metadata_group=None,
     ):
         where = "mmbal.torch.StepBalancer"
         modalities = tuple(modalities)
@@ -842,27 +876,45 @@ class StepBalancer:
             if name != "llm" and name not in modalities[1:]:
                 raise mmbal.Error(f"{where}: policies names phase '{name}', not 'llm' nor one of {list(modalities[1:])}")
         self.group = group
+        self.metadata_group = group if metadata_group is None else metadata_group
         self.modalities = modalities
         self.engine = engine
-        _, size = _group_rank_and_size(group)
+        rank, size = _group_rank_and_size(group)
+        meta_rank, meta_size = _group_rank_and_size(self.metadata_group)
+        if (meta_rank, meta_size) != (rank, size):
+            raise mmbal.Error(f"{where}: metadata_group has this process as rank {meta_rank} of {meta_size}, group as rank {rank} of {size}; they must hold the same ranks in the same order")
         # The orchestrator also resolves the policies (defaults in one place) for the python engine.
         self.orchestrator = mmbal.Orchestrator(size, ranks_per_node=ranks_per_node, policies=self.policies, threads=threads, relabel=relabel)
-        self.gatherer = MetadataGatherer(group, metadata_capacity)
+        self.gatherer = MetadataGatherer(self.metadata_group, metadata_capacity)
         self.verify = _as_flag(verify, "verify", where)
 
     def plan(self, local: LocalMetadata) -> StepPlan:
-        """Gathers every rank's metadata (collective) and plans this step. Raises
-        :class:`mmbal.Error` for bad local metadata before the gather."""
-        rank, _ = _group_rank_and_size(self.group)
-        if isinstance(local, LocalMetadata) and local.segment_modality.size and int(local.segment_modality.max()) >= len(self.modalities):
+        """Gathers every rank's metadata (collective) and plans this step. Bad local metadata
+        (not a :class:`LocalMetadata`, or a modality id without a name) raises
+        :class:`mmbal.Error` here; this rank still takes part in the gather, so every other
+        rank raises too instead of waiting for it."""
+        error = None
+        if not isinstance(local, LocalMetadata):
+            error = mmbal.Error(f"mmbal.torch.StepBalancer.plan: local must be a LocalMetadata, got {type(local).__name__}")
+        elif local.segment_modality.size and int(local.segment_modality.max()) >= len(self.modalities):
             bad = int(local.segment_modality.max())
-            raise mmbal.Error(f"mmbal.torch.StepBalancer.plan: segment_modality id {bad} has no name (modalities: {list(self.modalities)})")
+            error = mmbal.Error(f"mmbal.torch.StepBalancer.plan: segment_modality id {bad} has no name (modalities: {list(self.modalities)})")
+        return self._plan_step(None if error else local, error)
+
+    def _plan_step(self, local: Optional[LocalMetadata], error: Optional[BaseException] = None) -> Optional[StepPlan]:
+        """The collectives and the plan of one step. ``local`` None: this rank has nothing to
+        plan, because of ``error`` (raised here and as :class:`mmbal.Error` on the other
+        ranks) or, without one, because its data has ended (None once every rank's has; see
+        :meth:`MetadataGatherer._gather_step`)."""
+        rank, _ = _group_rank_and_size(self.group)
         if self.verify:
-            _verify_same_capacity(self.gatherer, self.group)
-        meta = self.gatherer.gather(local)
+            _verify_same_capacity(self.gatherer, self.metadata_group)
+        meta = self.gatherer._gather_step(local, error)
+        if meta is None:
+            return None
         plan = self.plan_global(meta, rank)
         if self.verify:
-            _verify_same_plan(plan, self.group)
+            _verify_same_plan(plan, self.metadata_group)
         return plan
 
     def plan_global(self, meta: GlobalMetadata, rank: int) -> StepPlan:
@@ -902,6 +954,165 @@ class StepBalancer:
         target = mmbal.balance(lengths, meta.ranks, algorithm=algorithm, cost=cost, origin=meta.sample_rank)
         phases["llm"] = PhaseResult("llm", np.arange(meta.samples, dtype=np.int64), lengths, meta.sample_rank, target, cost, algorithm)
         return StepPlan(meta, self.modalities, phases, rank, self.group, check=self.verify)
+
+
+@dataclasses.dataclass
+class PrefetchedStep:
+    """One step handed out by :class:`PrefetchingBalancer`: its number (0, 1, 2, ...), this
+    rank's metadata as the source gave it, and the plan (equal to ``balancer.plan(local)``)."""
+
+    index: int
+    local: LocalMetadata
+    plan: StepPlan
+
+
+def _same_group(a, b) -> bool:
+    world = dist.group.WORLD
+    return (world if a is None else a) is (world if b is None else b)
+
+
+class PrefetchingBalancer:
+    """Plans step k+1 on a background thread while the trainer runs step k (OrchMLLM §6; the
+    Python counterpart of ``orchestrate::prefetching_planner``).
+
+    A producer thread calls ``source(k)`` for k = 0, 1, 2, ... (this rank's
+    :class:`LocalMetadata` of step k, or None at the end of its data), plans it with
+    ``balancer`` (a collective metadata gather, then local planning with the GIL released in
+    the orchestrator) and queues the :class:`PrefetchedStep`. Step k is planned once the
+    trainer has taken step k - ``depth`` (1 or 2, default 1), so with depth 1 step k+1 is
+    gathered and planned during step k, and at most ``depth`` steps wait or are being planned.
+    Iterate it (or call :meth:`next`)::
+
+        balancer = StepBalancer(group, metadata_group=dist.new_group(), modalities=...)
+        with PrefetchingBalancer(balancer, lambda k: loader_metadata(k)) as steps:
+            for step in steps:
+                x = step.plan.move_samples(...)
+
+    Contract:
+
+    - ``balancer.metadata_group`` must not be its exchange ``group``: the producer's gather
+      runs while the trainer's moves run, and two threads' collectives on one group would
+      interleave differently on different ranks (refused with :class:`mmbal.Error`).
+    - Steps arrive in order with consecutive indices; each plan equals ``balancer.plan(local)``
+      called inline (same ``fingerprint``). The balancer belongs to the producer while it runs.
+    - An exception of ``source`` or of planning step k on any rank is raised by the
+      :meth:`next` that would return step k, after steps 0 .. k-1: the exception itself on its
+      rank, :class:`mmbal.Error` naming that rank on the others (the failing rank still takes
+      part in the gather, so nobody waits for it). The stream is over after it.
+    - ``source`` returning None on every rank at the same step ends the stream; on only some
+      ranks, :class:`mmbal.Error` on every rank.
+    - :meth:`stop` (also on leaving a ``with`` block) wakes a producer waiting for room, waits
+      for a running ``source``/plan call, joins the thread and drops the queued steps. A step
+      that already had room is still planned, even after ``stop``: another rank's producer may
+      be in its gather, which needs this rank. So a stop never leaves a collective waiting as
+      long as every rank has taken the same number of steps, as a training loop does.
+    - One consumer thread calls :meth:`next`, :meth:`stop` and iterates; ``source`` runs on the
+      producer only, sequentially, in step order, and may poll :attr:`stop_requested`.
+    """
+
+    def __init__(self, balancer: StepBalancer, source: Callable[[int], Optional[LocalMetadata]], depth: int = 1):
+        where = "mmbal.torch.PrefetchingBalancer"
+        if not isinstance(balancer, StepBalancer):
+            raise mmbal.Error(f"{where}: balancer must be a StepBalancer, got {type(balancer).__name__}")
+        if not callable(source):
+            raise mmbal.Error(f"{where}: source must be callable (step -> LocalMetadata or None), got {type(source).__name__}")
+        self.depth = _as_int(depth, "depth", where)
+        if self.depth not in (1, 2):
+            raise mmbal.Error(f"{where}: depth = {self.depth} (must be 1 or 2)")
+        if _same_group(balancer.group, balancer.metadata_group):
+            raise mmbal.Error(f"{where}: the balancer gathers metadata on its exchange group; build it with StepBalancer(group, metadata_group=torch.distributed.new_group(...)) so that the prefetch thread's collectives never interleave with the training step's")
+        self._balancer = balancer
+        self._source = source
+        self._cv = threading.Condition()
+        self._ready: collections.deque = collections.deque()
+        self._taken = 0  # steps handed to the consumer
+        self._error: Optional[BaseException] = None
+        self._finished = False  # the producer has exited (end of data, error or stop)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._produce, name="mmbal-prefetch", daemon=True)
+        self._thread.start()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`stop` was called (a long source may poll it)."""
+        return self._stopping
+
+    def _step_metadata(self, k: int) -> Tuple[Optional[LocalMetadata], Optional[BaseException]]:
+        try:
+            local = self._source(k)
+        except BaseException as e:  # re-raised by next() on this rank, after the gather
+            return None, e
+        if local is not None and not isinstance(local, LocalMetadata):
+            return None, mmbal.Error(f"mmbal.torch.PrefetchingBalancer: source({k}) returned {type(local).__name__}, not a LocalMetadata or None")
+        return local, None
+
+    def _produce(self) -> None:
+        k = 0
+        try:
+            while True:
+                with self._cv:
+                    # Room for step k; a stop skips only a step without room (see the class doc).
+                    self._cv.wait_for(lambda: k < self._taken + self.depth or self._stopping)
+                    if k >= self._taken + self.depth:
+                        return
+                local, error = self._step_metadata(k)
+                plan = self._balancer._plan_step(local, error)
+                if plan is None:
+                    return
+                with self._cv:
+                    self._ready.append(PrefetchedStep(k, local, plan))
+                    self._cv.notify_all()
+                k += 1
+        except BaseException as e:
+            with self._cv:
+                self._error = e
+        finally:
+            with self._cv:
+                self._finished = True
+                self._cv.notify_all()
+
+    def next(self) -> Optional[PrefetchedStep]:
+        """The next planned step, blocking until it is ready; None once the data has ended,
+        after :meth:`stop`, or after an error was raised. Raises the producer's exception of
+        that step (see the class doc)."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._ready or self._finished or self._stopping)
+            if self._stopping:
+                return None
+            if self._ready:
+                self._taken += 1
+                self._cv.notify_all()
+                return self._ready.popleft()
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return None
+
+    def __iter__(self) -> Iterator[PrefetchedStep]:
+        return self
+
+    def __next__(self) -> PrefetchedStep:
+        step = self.next()
+        if step is None:
+            raise StopIteration
+        return step
+
+    def stop(self) -> None:
+        """Ends the stream: wakes the producer, waits for its running step, joins it and
+        drops the queued steps. Idempotent."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        with self._cv:
+            self._ready.clear()
+
+    def __enter__(self) -> "PrefetchingBalancer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,10 @@ Why most cases make EVERY rank bad: a rank that raises before a collective leave
 ranks waiting inside it; with every rank bad, nobody enters the collective, and a valid
 exchange right after proves that no collective was started (the ranks are still in step).
 `test_one_bad_rank_times_out_the_others` shows the one-bad-rank case with a process group
-timeout: the bad rank raises mmbal.Error, the others get the backend's timeout, nobody hangs."""
+timeout: the bad rank raises mmbal.Error, the others get the backend's timeout, nobody hangs.
+Exceptions: `StepBalancer.plan` and `gather_metadata` take part in their gather even with bad
+metadata (with a failure mark), so one bad rank raises on every rank
+(tests/python/test_torch_prefetch.py); here, with every rank bad, they stay in step too."""
 
 import numpy as np
 import pytest

@@ -17,9 +17,9 @@ SOURCE_DIR = pathlib.Path(os.environ.get("MMBAL_SOURCE_DIR", pathlib.Path(__file
 EXAMPLE = SOURCE_DIR / "examples" / "torch_step" / "train.py"
 
 
-@pytest.mark.parametrize("engine", ["orchestrator", "python"])
-def test_balanced_step_equals_unbalanced_step_on_4_gloo_processes(engine):
-    cmd = [sys.executable, str(EXAMPLE), "--ranks", "4", "--steps", "3", "--engine", engine, "--check"]
+@pytest.mark.parametrize("engine, prefetch", [("orchestrator", False), ("python", False), ("orchestrator", True)])
+def test_balanced_step_equals_unbalanced_step_on_4_gloo_processes(engine, prefetch):
+    cmd = [sys.executable, str(EXAMPLE), "--ranks", "4", "--steps", "3", "--engine", engine, "--check"] + (["--prefetch"] if prefetch else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
