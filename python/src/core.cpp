@@ -485,6 +485,30 @@ u64_view item_sizes(py::handle sizes, std::size_t items) {
   return s;
 }
 
+/// Pickled state of a plan: (rank, ranks, source rank, source slot, destination rank,
+/// destination slot, sizes) per item — what it is derived from; unpickling derives it again
+/// (same arrays, same fingerprint). O(items + rows of the rank).
+py::tuple plan_state(const py_plan& p) {
+  const mmbal::rearrangement& m = *p.source->moves;
+  const mmbal::assignment source{m.ranks, m.source}, destination{m.ranks, m.destination};
+  const py::tuple from = from_assignment(source), to = from_assignment(destination);
+  std::vector<std::int64_t> sizes(p.source->sizes.begin(), p.source->sizes.end());
+  return py::make_tuple(p.rank, p.ranks, from[0], from[1], to[0], to[1], to_numpy(std::move(sizes)));
+}
+
+py_plan plan_from_state(const py::tuple& state) {
+  if (state.size() != 7) throw_invalid("AllToAllPlan: a pickled state has 7 fields, got ", state.size());
+  const mmbal::rank_t ranks = rank_count(state[1], "AllToAllPlan state: ranks");
+  const mmbal::rank_t rank = rank_index(state[0], "AllToAllPlan state: rank", ranks);
+  const mmbal::assignment from = to_assignment(state[2], state[3], ranks, "AllToAllPlan state: source");
+  const mmbal::assignment to = to_assignment(state[4], state[5], ranks, "AllToAllPlan state: destination");
+  const u64_view sizes = item_sizes(state[6], to.size());
+  auto source = std::make_shared<plan_source>(
+      plan_source{std::make_shared<const mmbal::rearrangement>(mmbal::rearrangement::between(from, to)),
+                  {sizes.values.begin(), sizes.values.end()}});
+  return make_py_plan(std::move(source), rank);
+}
+
 py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle target_slot, py::handle target_ranks,
                       py::handle sizes, py::handle rank) {
   const mmbal::rank_t ranks = rank_count(target_ranks, "target.ranks");
@@ -622,6 +646,41 @@ struct py_workload {
         throw_invalid("sample ", s, ": LLM length ", w.samples[s].llm_length(), " exceeds 2^32 - 1");
   }
 };
+
+/// Pickled state of a workload: the constructor's arguments in the integer-id form (sample
+/// rank, segment sample, modality id, tokens, encoder length, groups or None, names).
+/// Unpickling constructs it again; the names are interned in first-use order both times, so
+/// the modality list, phases and fingerprints are the same. O(samples + segments).
+py::tuple workload_state(const py_workload& x) {
+  const std::size_t segments = x.first_segment.back();
+  std::vector<std::int64_t> rank, owner, modality, tokens, encoder, group;
+  rank.reserve(x.w.samples.size());
+  owner.reserve(segments);
+  modality.reserve(segments);
+  tokens.reserve(segments);
+  encoder.reserve(segments);
+  const bool grouped = !x.w.samples.empty() && x.w.samples.front().group.has_value();
+  for (std::size_t s = 0; s < x.w.samples.size(); ++s) {
+    const mmbal::sample& sample = x.w.samples[s];
+    rank.push_back(sample.rank);
+    if (grouped) group.push_back(static_cast<std::int64_t>(*sample.group));
+    for (const mmbal::segment& g : sample.segments) {
+      owner.push_back(static_cast<std::int64_t>(s));
+      modality.push_back(g.modality);
+      tokens.push_back(g.llm_tokens);
+      encoder.push_back(g.encoder_len);
+    }
+  }
+  return py::make_tuple(to_numpy(std::move(rank)), to_numpy(std::move(owner)), to_numpy(std::move(modality)),
+                        to_numpy(std::move(tokens)), to_numpy(std::move(encoder)),
+                        grouped ? py::object(to_numpy(std::move(group))) : py::object(py::none()),
+                        py::list(py::cast(x.w.modalities)));
+}
+
+std::shared_ptr<py_workload> workload_from_state(const py::tuple& state) {
+  if (state.size() != 7) throw_invalid("Workload: a pickled state has 7 fields, got ", state.size());
+  return std::make_shared<py_workload>(state[0], state[1], state[2], state[3], state[4], state[5], state[6]);
+}
 
 /// A phase policy from a Python value: `(cost_spec, algorithm_spec)` or a dict with keys
 /// `cost`, `algorithm`, `count_cap`, `capacity`, `keep_groups` (missing = the phase default).
@@ -1091,6 +1150,7 @@ fingerprint is equal on every rank for the same global plan (the rearrangement a
           "(rows == source_rows). Call it before any collective.")
       .def("inverse", &py_plan::inverse,
            "The plan (for the same rank) that moves every item back: its input is this plan's output.")
+      .def(py::pickle(&plan_state, &plan_from_state))
       .def("__repr__", [](const py_plan& p) {
         return mmbal::detail::concat("AllToAllPlan(rank=", p.rank, ", ranks=", p.ranks, ", source_rows=", p.source_rows,
                                      ", dest_rows=", p.dest_rows, ", fingerprint=", p.fingerprint, ")");
@@ -1120,7 +1180,8 @@ Raises mmbal.Error on bad lengths, out-of-order segments, unknown types. O(sampl
       .def_property_readonly("samples", [](const py_workload& w) { return w.w.samples.size(); })
       .def_property_readonly("segments", [](const py_workload& w) { return w.first_segment.back(); })
       .def_property_readonly(
-          "modalities", [](const py_workload& w) { return w.w.modalities; }, "Modality names; [0] is always 'text'.");
+          "modalities", [](const py_workload& w) { return w.w.modalities; }, "Modality names; [0] is always 'text'.")
+      .def(py::pickle(&workload_state, &workload_from_state));
 
   py::class_<py_orchestration>(m, "Orchestration", R"doc(One training step's plans (from Orchestrator.plan).
 
@@ -1163,6 +1224,12 @@ with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, document
 @see Cornstarch 4.3.1.)doc")
       .def_static("from_bits", &mask_from_bits, py::arg("bits"), py::arg("documents"),
                   "A mask from per-token bit patterns and document ids (validated).")
+      .def(py::pickle([](const py_mask& m) { return py::make_tuple(m.bits(), m.documents()); },
+                      [](const py::tuple& state) {
+                        if (state.size() != 2)
+                          throw_invalid("BitfieldMask: a pickled state has 2 fields, got ", state.size());
+                        return mask_from_bits(state[0], state[1]);
+                      }))
       .def_property_readonly("size", [](const py_mask& m) { return m.mask.size(); })
       .def_property_readonly("document_count", [](const py_mask& m) { return m.mask.document_count(); })
       .def_property_readonly("bits", &py_mask::bits, "uint64 per token.")

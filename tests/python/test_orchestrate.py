@@ -221,3 +221,51 @@ def test_workload_forms_give_the_same_phases_and_fingerprint():
     pa, pb = o.plan(a), o.plan(b)
     assert pa.phases == pb.phases == ["audio", "image", "llm"]
     assert pa.fingerprint == pb.fingerprint
+
+
+PLAN_FIELDS = ("rank", "ranks", "send_splits", "recv_splits", "source_rows", "dest_rows", "send_items", "recv_items", "pack_index", "unpack_index", "fingerprint")
+
+
+def test_plans_workloads_and_masks_pickle_to_equal_objects():
+    """A plan, workload or mask crosses a process boundary (a DataLoader worker, a cache) by
+    pickle: what comes back is equal field by field (read-only index arrays, the same
+    fingerprint) and plans the same as the original; a corrupt state raises mmbal.Error."""
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(5)
+    w, sample_rank, seg_sample, seg_mod, seg_tok, seg_enc = random_workload(rng, 40, 4)
+    grouped = mmbal.Workload(sample_rank, seg_sample, [["text", "image", "audio"].index(m) for m in seg_mod], seg_tok, seg_enc, sample_group=np.arange(40) // 3, modalities=["audio", "text", "image"])
+    orch = mmbal.Orchestrator(4, ranks_per_node=2)
+    for work in (w, grouped):
+        for back in [pickle.loads(pickle.dumps(work, protocol=p)) for p in range(2, pickle.HIGHEST_PROTOCOL + 1)] + [copy.deepcopy(work)]:
+            assert (back.samples, back.segments, back.modalities) == (work.samples, work.segments, work.modalities)
+            assert orch.plan(back).fingerprint == orch.plan(work).fingerprint
+    plan = orch.plan(w)
+    plans = [plan.phase_plan("llm", r) for r in range(4)] + [plan.composed_plan("image", 1)]
+    plans += [mmbal.alltoall_plan(sample_rank, plan.target("llm"), np.arange(40) % 3, 2).inverse()]
+    for p in plans:
+        for back in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
+            for field in PLAN_FIELDS:
+                a, b = getattr(p, field), getattr(back, field)
+                assert (a.tolist() == b.tolist() and not b.flags.writeable) if isinstance(a, np.ndarray) else a == b, field
+            assert back.inverse().fingerprint == p.inverse().fingerprint
+    mask = mmbal.bitfield_mask(w, np.arange(6))
+    back = pickle.loads(pickle.dumps(mask))
+    assert back.bits.tolist() == mask.bits.tolist() and back.documents.tolist() == mask.documents.tolist()
+    assert np.array_equal(back.dense(), mask.dense())
+    # a state that does not describe a plan / workload / mask
+    state = list(plans[0].__getstate__())
+    for index, value, message in [(0, 4, r"rank = 4 is out of range \[0, 4\)"), (3, np.zeros(40, np.int32), "slot"), (6, np.ones(3, np.int64), "sizes has 3 entries")]:
+        bad = list(state)
+        bad[index] = value
+        with pytest.raises(mmbal.Error, match=message):
+            mmbal.AllToAllPlan.__new__(mmbal.AllToAllPlan).__setstate__(tuple(bad))
+    with pytest.raises(mmbal.Error, match="7 fields"):
+        mmbal.AllToAllPlan.__new__(mmbal.AllToAllPlan).__setstate__((0,))
+    wstate = list(w.__getstate__())
+    wstate[2] = np.full(len(wstate[2]), 9)
+    with pytest.raises(mmbal.Error, match="segment_modality"):
+        mmbal.Workload.__new__(mmbal.Workload).__setstate__(tuple(wstate))
+    with pytest.raises(mmbal.Error, match="documents"):
+        mmbal.BitfieldMask.__new__(mmbal.BitfieldMask).__setstate__((mask.bits, mask.documents[::-1].copy()))
