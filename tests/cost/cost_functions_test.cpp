@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <locale>
+#include <string>
 #include <vector>
 
 namespace {
@@ -137,6 +139,30 @@ TEST_CASE("cost parameters are validated") {
   m = {};
   m.layers = 0;
   CHECK_THROWS_AS(cost::flops{m}, mmbal::invalid_input);
+}
+
+namespace {
+/// A locale with a decimal comma and digit grouping, built without any installed locale.
+struct comma_decimal : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+}  // namespace
+
+TEST_CASE("cost names are one text per cost: -0 is 0, the caller's locale does not matter") {
+  // The names feed plan fingerprints (and parse back): a cost written "beta=-0" or named
+  // under a caller's global locale with a decimal comma must print as every other rank's.
+  CHECK(cost::attention(1.0, -0.0).name() == cost::attention(1.0, 0.0).name());
+  CHECK(cost::fitted(-0.0, 1.0, -0.0).name() == "fitted:x=0,y=1,z=0");
+  CHECK(cost::conv_attention(-0.0).name() == "conv:lambda=0");
+  CHECK(spec::to_spec(spec::parse_cost("attention:alpha=1,beta=-0")) == "attention:alpha=1,beta=0");
+  const std::locale previous = std::locale::global(std::locale(std::locale::classic(), new comma_decimal));
+  const std::string attention = cost::attention(1.0, 1.54e-5).name();
+  const std::string fitted = cost::fitted(0.5, 1500.5, 2000).name();
+  std::locale::global(previous);
+  CHECK(attention == "attention:alpha=1,beta=1.5400000000000002e-05");
+  CHECK(fitted == "fitted:x=0.5,y=1500.5,z=2000");
 }
 
 TEST_CASE("cost specs parse, print and reject bad input") {

@@ -4,6 +4,7 @@
 /// parameters (not on programming errors inside mmbal) is reported by throwing one of them,
 /// with a message that names the offending value.
 
+#include <locale>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,10 +39,13 @@ class runtime_failure : public std::runtime_error, public error {
 
 namespace detail {
 
-/// Streams every argument into one string (g++ 12 has no `<format>`).
+/// Streams every argument into one string (g++ 12 has no `<format>`), in the classic locale:
+/// cost names built here feed plan fingerprints and are parsed back, so a caller's global
+/// locale (a decimal comma, digit grouping) must not change them.
 template <class... Args>
 [[nodiscard]] std::string concat(Args&&... args) {
   std::ostringstream out;
+  out.imbue(std::locale::classic());
   out.precision(17);
   (out << ... << std::forward<Args>(args));
   return out.str();
