@@ -41,6 +41,32 @@ TEST_CASE("backward factors follow Cornstarch 4.2") {
   CHECK(backward_factors(f) == std::vector<std::vector<double>>{{0}, {0}});
 }
 
+TEST_CASE("backward factors follow the data: encoders of other modalities are parallel branches") {
+  // A trainable image encoder and a frozen audio encoder on one stage: the audio encoder's
+  // input is raw features, so it needs no backward whichever is listed first (it got 1 when
+  // listed second).
+  for (const bool image_first : {true, false}) {
+    pipeline_model m;
+    const pipeline_module image = make("image", 1, true), audio = make("audio", 1, false);
+    m.stages = {{image_first ? std::vector{image, audio} : std::vector{audio, image}}, {{make("llm", 1, false)}}};
+    CHECK(backward_factors(m) ==
+          std::vector<std::vector<double>>{image_first ? std::vector<double>{2, 0} : std::vector<double>{0, 2}, {1}});
+  }
+  // Within a branch order matters: a frozen image module after a trainable one passes its
+  // gradients on. A generator follows the LLM: frozen after a trainable LLM, factor 1; a frozen
+  // generator of another modality than a trainable generator before it and with nothing
+  // trainable upstream: 0.
+  pipeline_model m;
+  pipeline_module speech = make("audio", 1, true), picture = make("image", 1, false);
+  speech.kind = picture.kind = module_kind::generator;
+  m.stages = {{{make("image", 1, true), make("image", 1, false), make("audio", 1, false)}},
+              {{make("llm", 1, false), speech, picture}}};
+  CHECK(backward_factors(m) == std::vector<std::vector<double>>{{2, 1, 0}, {1, 2, 1}});
+  pipeline_model frozen_trunk;
+  frozen_trunk.stages = {{{make("image", 1, false), make("llm", 1, false), speech, picture}}};
+  CHECK(backward_factors(frozen_trunk) == std::vector<std::vector<double>>{{0, 0, 2, 0}});
+}
+
 TEST_CASE("stage times from samples, recomputed by hand") {
   mmbal::workload w;
   const auto image = w.intern_modality("image");

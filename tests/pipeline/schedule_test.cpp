@@ -327,6 +327,20 @@ TEST_CASE("bad input is rejected with the offending entry") {
   CHECK_THROWS_WITH(lower_bound(t, {}, 1e308), Catch::Contains("hop time 1e+308"));
   CHECK_THROWS_WITH(simulate(t, identity_order(3), {}, 1e308), Catch::Contains("hop time 1e+308"));
   CHECK(std::isfinite(simulate(t, identity_order(3), {}, 1e300)));
+  // Small inputs that asked for gigabytes or minutes: p = m = 128 with v = 1,024 (1.6 GB);
+  // m = 20,000 on one stage (48 s in the O(p·m²) bound and DistTrain order). At the bounds
+  // they run; one beyond, they are named.
+  CHECK_THROWS_WITH(simulate(stage_times(128, 128), identity_order(128), schedule{schedule_kind::interleaved, 1024}),
+                    Catch::Contains("128 stages x 128 micro-batches x 1024 chunks = 16777216 operations"));
+  CHECK_THROWS_WITH(lower_bound(stage_times(128, 128), schedule{schedule_kind::interleaved, 1024}),
+                    Catch::Contains("(at most 4194304)"));
+  CHECK(simulate(stage_times(64, 64), identity_order(64), schedule{schedule_kind::interleaved, 1024}) == 0);
+  CHECK_THROWS_WITH(lower_bound(stage_times(1, 8193)), Catch::Contains("1 stages x 8193^2 micro-batches exceed"));
+  CHECK_THROWS_WITH(mmbal::pipeline::disttrain_order(stage_times(1, 8193)), Catch::Contains("disttrain_order"));
+  CHECK_THROWS_WITH(lower_bound(stage_times(4, 4097)), Catch::Contains("4 stages x 4097^2"));
+  CHECK(lower_bound(stage_times(4, 4096)) == 0);
+  CHECK(lower_bound(stage_times(1, 20000), schedule{schedule_kind::gpipe, 1}) == 0);  // O(p·m) for GPipe
+  CHECK(simulate(stage_times(1, 20000), identity_order(20000)) == 0);                 // O(p·m)
 }
 
 TEST_CASE("simulate_suffix equals a full simulation for every first changed position") {

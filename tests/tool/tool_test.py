@@ -317,6 +317,20 @@ def bad_input_found_in_session_28(good):
     model = write("model_llm.json", '{"stages":[{"modules":[{"kind":"llm"}]},{"modules":[{"kind":"llm"}]}]}')
     p = run("pipeline", "--input", good, "--model", model, "--ranks", "1", "--micro-batches", "100000", expect=2)
     assert "--micro-batches = 100000 exceeds the 1 samples" in p.stderr, p.stderr
+    # A misspelt key was skipped as absent: "trainble": false kept the module trainable.
+    typo = write("model_typo.json", '{"stages":[{"modules":[{"kind":"llm","trainble":false}]}]}')
+    p = run("pipeline", "--input", good, "--model", typo, "--ranks", "1", "--micro-batches", "1", expect=2)
+    assert typo in p.stderr and "stages[0].modules[0]: unknown key 'trainble'" in p.stderr, p.stderr
+    p = run("pipeline", "--times", write("times_typo.json", '{"forward":[[1]],"backward":[[2]],"hops":1}'), expect=2)
+    assert "unknown key 'hops' (expected forward, backward)" in p.stderr, p.stderr
+    # 20,000 micro-batches on one stage (a 120 KB file) took 48 s in the O(p·m²) order and
+    # bound; p = m = 128 with V = 1,024 needed 1.6 GB.
+    wide = write("times_wide.json", json.dumps({"forward": [[1] * 20000], "backward": [[2] * 20000]}))
+    p = run("pipeline", "--times", wide, expect=2)
+    assert "1 stages x 20000^2 micro-batches exceed" in p.stderr, p.stderr
+    square = write("times_square.json", json.dumps({"forward": [[1] * 128] * 128, "backward": [[2] * 128] * 128}))
+    p = run("pipeline", "--times", square, "--schedule", "interleaved:1024", expect=2)
+    assert "16777216 operations per direction (at most 4194304)" in p.stderr, p.stderr
     # --tflops of 1e-310 or inf printed null step times with exit 0.
     for value in ("1e-310", "inf"):
         p = run("simulate", "--tflops", value, expect=2)

@@ -23,7 +23,9 @@
 #include "tool.hpp"
 #include "workload_input.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <iomanip>
 #include <memory>
 #include <sstream>
@@ -50,6 +52,18 @@ nlohmann::json read_json_file(const std::string& path) {
     return mmbal::detail::parse_json_strict(text.str());
   } catch (const mmbal::invalid_input& e) {
     mmbal::detail::throw_invalid(path, ": ", e.what());
+  }
+}
+
+// Configuration files are ours, not data: a misspelt key ("trainble": false) must not be
+// skipped as if absent, which would silently keep a frozen module trainable.
+void check_keys(const nlohmann::json& object, std::initializer_list<const char*> known, const std::string& path,
+                const std::string& at) {
+  for (const auto& [key, value] : object.items()) {
+    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) != known.end()) continue;
+    std::string names;
+    for (const char* k : known) names += std::string(names.empty() ? "" : ", ") + k;
+    mmbal::detail::throw_invalid(path, ": ", at, "unknown key '", key, "' (expected ", names, ")");
   }
 }
 
@@ -83,6 +97,7 @@ std::vector<std::vector<double>> read_matrix(const nlohmann::json& j, const std:
 stage_times read_times(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
   const auto f = read_matrix(j, path, "forward"), b = read_matrix(j, path, "backward");
+  check_keys(j, {"forward", "backward"}, path, "");
   if (f.size() != b.size() || f[0].size() != b[0].size())
     mmbal::detail::throw_invalid(path, ": forward is ", f.size(), " x ", f[0].size(), ", backward ", b.size(), " x ",
                                  b[0].size(), " (must match)");
@@ -100,6 +115,7 @@ stage_times read_times(const std::string& path) {
 pipeline_model read_model(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
   if (!j.is_object()) mmbal::detail::throw_invalid(path, ": not a JSON object");
+  check_keys(j, {"stages", "recompute"}, path, "");
   pipeline_model m;
   if (j.contains("recompute")) {
     if (!j["recompute"].is_boolean()) mmbal::detail::throw_invalid(path, ": recompute is not true or false");
@@ -112,12 +128,14 @@ pipeline_model read_model(const std::string& path) {
     const std::string at = mmbal::detail::concat("stages[", s, "]");
     if (!stages[s].is_object() || !stages[s].contains("modules") || !stages[s]["modules"].is_array())
       mmbal::detail::throw_invalid(path, ": ", at, ".modules must be an array");
+    check_keys(stages[s], {"modules"}, path, at + ": ");
     stage_model st;
     const nlohmann::json& mods = stages[s]["modules"];
     for (std::size_t k = 0; k < mods.size(); ++k) {
       const std::string mat = mmbal::detail::concat(at, ".modules[", k, "]");
       const nlohmann::json& x = mods[k];
       if (!x.is_object()) mmbal::detail::throw_invalid(path, ": ", mat, " is not an object");
+      check_keys(x, {"name", "kind", "phase", "cost", "share", "trainable"}, path, mat + ": ");
       pipeline_module mod;
       auto text = [&](const char* key, std::string& dst) {
         if (!x.contains(key)) return;

@@ -13,6 +13,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,20 +64,33 @@ inline void validate(const pipeline_model& model) {
 }
 
 /// Backward time as a multiple of forward time for every module ([stage][module]), Cornstarch
-/// §4.2: 0 for a frozen module with no trainable module before it (in forward order: earlier
-/// stages, then earlier modules of its stage) — nothing upstream needs its gradients; 1 for a
-/// frozen module with a trainable one before it (input gradients only); 2 for a trainable
-/// module (input and weight gradients); plus 1 with recomputation for every module that runs
-/// a backward (a module with factor 0 keeps no activations to recompute). O(modules).
+/// §4.2: 0 for a frozen module with no trainable module upstream of it — nothing upstream
+/// needs its gradients; 1 for a frozen module with a trainable one upstream (input gradients
+/// only); 2 for a trainable module (input and weight gradients); plus 1 with recomputation for
+/// every module that runs a backward (a module with factor 0 keeps no activations to
+/// recompute). Upstream follows the data, not the listing (Cornstarch's encoders are parallel
+/// branches): an encoder's are the earlier encoders of its own phase; an LLM module's are every
+/// earlier encoder and LLM module; a generator's are those and the earlier generators of its
+/// own phase. So a frozen audio encoder listed after a trainable image encoder on one stage
+/// still has factor 0. O(modules · log phases).
 [[nodiscard]] inline std::vector<std::vector<double>> backward_factors(const pipeline_model& model) {
   std::vector<std::vector<double>> out(model.stages.size());
-  bool trainable_before = false;
+  bool trunk = false;  // a trainable encoder or LLM module so far: upstream of every LLM module
+  std::map<std::string, bool, std::less<>> encoders, generators;  // per phase: a trainable one so far
   for (std::size_t s = 0; s < model.stages.size(); ++s)
     for (const pipeline_module& mod : model.stages[s].modules) {
-      double f = mod.trainable ? 2.0 : trainable_before ? 1.0 : 0.0;
+      bool upstream = trunk;
+      if (mod.kind == module_kind::encoder) upstream = encoders[mod.phase];
+      if (mod.kind == module_kind::generator) upstream = trunk || generators[mod.phase];
+      double f = mod.trainable ? 2.0 : upstream ? 1.0 : 0.0;
       if (model.recompute && f > 0) f += 1.0;
       out[s].push_back(f);
-      trainable_before |= mod.trainable;
+      if (!mod.trainable) continue;
+      if (mod.kind == module_kind::generator)
+        generators[mod.phase] = true;
+      else
+        trunk = true;
+      if (mod.kind == module_kind::encoder) encoders[mod.phase] = true;
     }
   return out;
 }

@@ -76,11 +76,12 @@ struct positioned_times {
 /// SELECTCLOSEST for k micro-batches is greedy (the paper says O(l)): k times, the pending
 /// micro-batch closest to (remaining volume / remaining count); ties by smaller size, then id.
 /// - Complexity: O(p·m²) (one recurrence per step; the paper updates it in O(p)).
-/// - Errors: as `validate`; hop < 0.
+/// - Errors: as `validate`; hop < 0; p·m² above `max_quadratic_work`.
 /// @see DistTrain §6.2, Alg. 3, Figure 12.
 [[nodiscard]] inline std::vector<std::uint32_t> disttrain_order(const stage_times& t, double hop = 0.0) {
   validate(t);
   detail::check_hop(hop);
+  detail::check_quadratic_work(t, "pipeline disttrain_order");
   const std::uint32_t p = t.stages, m = t.micro_batches;
   constexpr std::uint32_t none = UINT32_MAX;
   auto size = [&](std::uint32_t j) { return t.forward_time(0, j); };

@@ -88,6 +88,15 @@ enum class schedule_kind : std::uint8_t {
 /// O(p·m·v) state, so a mistyped v of 10^6 would take gigabytes.
 inline constexpr std::uint32_t max_chunks = 1024;
 
+/// The most operations per direction, p·m·v, that a simulation or bound takes: 2^22 (a real
+/// step has thousands). A simulation keeps about 25 bytes per operation, so the bound caps it
+/// at ≈ 100 MB; a small file could otherwise ask for gigabytes (p = m = 128, v = 1,024).
+inline constexpr std::uint64_t max_operations = std::uint64_t{1} << 22;
+
+/// The most p·m² that the O(p·m²) parts take (`lower_bound`, `disttrain_order`): 2^26, a few
+/// seconds (m = 20,000 micro-batches on one stage took 48 s).
+inline constexpr std::uint64_t max_quadratic_work = std::uint64_t{1} << 26;
+
 /// A schedule: its kind and, for `interleaved`, the number 1 ≤ v ≤ `max_chunks` of model
 /// chunks per stage.
 struct schedule {
@@ -388,6 +397,24 @@ inline void check_schedule(const schedule& sched) {
                                  max_chunks, ")");
 }
 
+/// Throws `invalid_input` when p·m·v exceeds `max_operations`.
+inline void check_operations(const stage_times& t, std::uint32_t chunks) {
+  const std::uint64_t ops = std::uint64_t{t.stages} * t.micro_batches * chunks;
+  if (ops > max_operations)
+    mmbal::detail::throw_invalid("pipeline: ", t.stages, " stages x ", t.micro_batches, " micro-batches x ", chunks,
+                                 " chunks = ", ops, " operations per direction (at most ", max_operations, ")");
+}
+
+/// Throws `invalid_input` when p·m² exceeds `max_quadratic_work`; `what` names the caller.
+inline void check_quadratic_work(const stage_times& t, const char* what) {
+  const std::uint64_t m = t.micro_batches;
+  // p·m > ⌊W/m⌋ ⇔ p·m² > W, without forming p·m² (up to 2^96).
+  if (m != 0 && std::uint64_t{t.stages} * m > max_quadratic_work / m)
+    mmbal::detail::throw_invalid(what, ": ", t.stages, " stages x ", t.micro_batches,
+                                 "^2 micro-batches exceed the O(p m^2) work it takes (at most ", max_quadratic_work,
+                                 ")");
+}
+
 /// Throws `invalid_input` when the stage times (valid: their sum is finite) plus a hop for each
 /// of the 2·p·m·v operations overflow a double, a bound on every makespan of every order.
 inline void check_makespan_bound(const stage_times& t, std::uint32_t chunks, double hop) {
@@ -428,6 +455,7 @@ inline double simulate(const stage_times& t, std::span<const std::uint32_t> orde
   detail::check_order(order, t.micro_batches, seen);
   detail::check_hop(hop);
   detail::check_schedule(sched);
+  detail::check_operations(t, sched.kind == schedule_kind::interleaved ? sched.chunks : 1);
   detail::check_makespan_bound(t, sched.kind == schedule_kind::interleaved ? sched.chunks : 1, hop);
   return simulate_unchecked(t, order, sched, hop, ws, ops, std::numeric_limits<double>::infinity());
 }
@@ -479,6 +507,8 @@ inline double simulate(const stage_times& t, std::span<const std::uint32_t> orde
   detail::check_schedule(sched);
   const std::uint32_t p = t.stages, m = t.micro_batches;
   const std::uint32_t v = sched.kind == schedule_kind::interleaved ? sched.chunks : 1;
+  detail::check_operations(t, v);
+  if (sched.kind != schedule_kind::gpipe) detail::check_quadratic_work(t, "pipeline lower_bound");
   detail::check_makespan_bound(t, v, hop);
   const double link = p > 1 ? hop : 0.0;
   double best = 0;
