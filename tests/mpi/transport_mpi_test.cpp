@@ -218,17 +218,126 @@ TEST_CASE("mpi: a wrong buffer on one rank throws on every rank through execute"
   const auto r = mmbal_test::random_rearrangement(g, 50, t.size(), 0.0);
   const std::vector<std::uint64_t> sizes(50, 16);
   const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
-  std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes + (t.rank() == 1 % t.size() ? 1 : 0));
+  const bool culprit = t.rank() == 1 % t.size();
+  std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes + (culprit ? 1 : 0));
   int threw = 0;
   try {
     execute(t, r, sizes, in, out);
+  } catch (const mmbal::invalid_input& e) {  // the rank with the wrong buffer names it
+    threw = culprit ? 1 : 0;
+    CHECK_THAT(e.what(), Catch::Contains("buffers of"));
   } catch (const mmbal::runtime_failure& e) {
-    threw = 1;
-    CHECK_THAT(e.what(), Catch::Contains("buffers"));
+    threw = culprit ? 0 : 1;
+    CHECK_THAT(e.what(), Catch::Contains("another rank's plan or buffers are invalid"));
   }
   int all = 0;
   MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   CHECK(all == static_cast<int>(t.size()));
+}
+
+namespace {
+
+/// Runs `call` on every rank; returns how many ranks threw: the culprit `invalid_input`
+/// containing `message`, every other rank `runtime_failure` (none may hang or pass).
+template <class F>
+int ranks_that_threw(rank_t culprit, rank_t me, const std::string& message, F call) {
+  int threw = 0;
+  try {
+    call();
+  } catch (const mmbal::invalid_input& e) {
+    threw = me == culprit ? 1 : 0;
+    CHECK_THAT(e.what(), Catch::Contains(message));
+  } catch (const mmbal::runtime_failure& e) {
+    threw = me == culprit ? 0 : 1;
+    INFO(e.what());
+  }
+  int all = 0;
+  MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("mpi: input invalid on one rank only throws there and on every other rank, none hangs") {
+  // Each failed on the culprit before the collective check, and the others waited in it.
+  mpi_transport t;
+  // every item moves to the next rank: each rank sends and receives
+  mmbal::rearrangement r{t.size(), {}, {}};
+  for (std::uint32_t i = 0; i < 4 * t.size(); ++i) {
+    r.source.push_back({i % t.size(), i / t.size()});
+    r.destination.push_back({(i + 1) % t.size(), i / t.size()});
+  }
+  const std::vector<std::uint64_t> sizes(r.size(), 8);
+  const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
+  std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes);
+  const rank_t culprit = t.size() - 1, me = t.rank();
+  const auto one_rank = [&](const auto& bad, const auto& good) { return me == culprit ? bad : good; };
+  const mmbal::rearrangement wider{t.size() + 1, r.source, r.destination};
+  CHECK(ranks_that_threw(culprit, me, "on a transport of", [&] { execute(t, one_rank(wider, r), sizes, in, out); }) ==
+        static_cast<int>(t.size()));
+  std::vector<std::uint64_t> more = sizes;
+  more.push_back(8);
+  CHECK(ranks_that_threw(culprit, me, "", [&] { execute(t, r, one_rank(more, sizes), in, out); }) ==
+        static_cast<int>(t.size()));
+  mmbal::rearrangement twice = r;
+  twice.source[1] = twice.source[0];
+  CHECK(ranks_that_threw(culprit, me, "", [&] { execute(t, one_rank(twice, r), sizes, in, out); }) ==
+        static_cast<int>(t.size()));
+  // send and receive in one buffer: delivered bytes were wrong, without an error
+  std::vector<std::byte> both(plan.input_bytes + 1);
+  const std::span<const std::byte> send_part(both.data(), plan.input_bytes);
+  const std::span<std::byte> recv_part(both.data() + 1, plan.output_bytes);
+  CHECK(ranks_that_threw(culprit, me, "overlap", [&] {
+          execute(t, r, sizes, me == culprit ? send_part : std::span<const std::byte>(in),
+                  me == culprit ? recv_part : std::span<std::byte>(out));
+        }) == static_cast<int>(t.size()));
+  // one rank's samples name a modality its workload lacks: it cannot serialize them
+  mmbal::workload local = local_samples(4, me);
+  if (me == culprit) local.samples.push_back(mmbal::sample{7, me, {}, {{mmbal::modality_id{9}, 3, 3}}});
+  CHECK(ranks_that_threw(culprit, me, "modality id 9", [&] { (void)gather_workload(t, local); }) ==
+        static_cast<int>(t.size()));
+  // still in step
+  const mmbal::workload global = gather_workload(t, local_samples(4, me));
+  CHECK(global.samples.size() >= local_samples(4, me).samples.size());
+}
+
+TEST_CASE("mpi: a setting that differs on one rank throws on every rank, none corrupts or hangs") {
+  // p2p_coalesce_below differing delivered wrong bytes; the method differing hung.
+  auto g = mmbal::make_rng(10);
+  const rank_t d = [] {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return static_cast<rank_t>(n);
+  }();
+  const auto r = mmbal_test::random_rearrangement(g, 30, d, 0.0);
+  const std::vector<std::uint64_t> sizes(30, 300);
+  for (int setting = 0; setting < 2; ++setting) {
+    mpi_transport t;
+    const bool culprit = t.rank() == 0;
+    if (culprit && setting == 0) t.set_p2p_coalesce_below(0);
+    if (culprit && setting == 1) t.set_method(mpi_method::alltoallw);
+    const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
+    std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes);
+    int threw = 0;
+    try {
+      execute(t, r, sizes, in, out);
+    } catch (const mmbal::runtime_failure& e) {
+      threw = 1;
+      CHECK_THAT(e.what(), Catch::Contains("transport's settings"));
+    }
+    int all = 0;
+    MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(all == static_cast<int>(t.size()));
+  }
+}
+
+TEST_CASE("mpi: a moved-from transport and MPI_COMM_NULL are invalid_input, not an MPI abort") {
+  CHECK_THROWS_WITH(mpi_transport(MPI_COMM_NULL), Catch::Contains("MPI_COMM_NULL"));
+  mpi_transport a;
+  mpi_transport b = std::move(a);
+  CHECK_THROWS_WITH(a.barrier(), Catch::Contains("used after it was moved from"));
+  CHECK_THROWS_AS(a.all_gather({}), mmbal::invalid_input);
+  b.barrier();
 }
 
 TEST_CASE("mpi: MPI errors become runtime_failure with the call, file and MPI message") {

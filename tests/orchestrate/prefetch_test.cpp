@@ -228,6 +228,22 @@ TEST_CASE("prefetching_planner: ranks stopping at different times leave no colle
   }
 }
 
+TEST_CASE("prefetching_planner: stop called by the source only requests the stop", "[orchestrate][concurrency]") {
+  // It joined its own thread: std::terminate ("Resource deadlock avoided").
+  std::atomic<prefetching_planner*> self{nullptr};
+  prefetching_planner loader(make(ranks, 4), [&](std::uint64_t k) -> std::optional<mmbal::workload> {
+    if (k == 1) {
+      while (self.load() == nullptr) std::this_thread::yield();
+      self.load()->stop();
+    }
+    return batch_of(k);
+  });
+  self = &loader;
+  REQUIRE(loader.next()->index == 0);
+  REQUIRE_FALSE(loader.next().has_value());
+  REQUIRE(loader.stop_requested());
+}
+
 TEST_CASE("prefetching_planner: bad arguments are invalid_input", "[orchestrate]") {
   const auto source = [](std::uint64_t) -> std::optional<mmbal::workload> { return std::nullopt; };
   REQUIRE_THROWS_AS(prefetching_planner(make(ranks, 4), source, 0), mmbal::invalid_input);

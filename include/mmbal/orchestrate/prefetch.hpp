@@ -62,6 +62,10 @@ struct prefetched_step {
 /// producer may already be inside that step's collective source, which needs this rank. So
 /// the producer calls `source` exactly for steps 0 .. taken + depth - 1 (or until the source
 /// ends), the same on every rank that took the same number of steps, whenever each stops.
+/// A source that fails on one rank only must still take part in that step's collective, or
+/// the other ranks wait in it: `transport::gather_workload` does (a rank whose samples cannot
+/// be serialized sends a failure block, and every rank throws); for other failures, abort the
+/// job (`MPI_Abort`, as examples/dataloader does).
 /// Memory: a step is gathered and planned only while fewer than `depth` wait, so at most
 /// `depth` steps are queued or being planned, besides those the consumer holds and one spare
 /// orchestration.
@@ -116,7 +120,8 @@ class prefetching_planner {
   }
 
   /// Ends the stream: wakes the producer, waits for its current `source` / `plan` call,
-  /// joins it and drops the queued steps. Idempotent; consumer thread only.
+  /// joins it and drops the queued steps. Idempotent; consumer thread only (called by
+  /// `source` on the producer, it only requests the stop: a thread cannot join itself).
   void stop() noexcept {
     {
       std::lock_guard lock(mutex_);
@@ -125,6 +130,7 @@ class prefetching_planner {
     }
     space_cv_.notify_all();
     ready_cv_.notify_all();
+    if (std::this_thread::get_id() == thread_.get_id()) return;
     if (thread_.joinable()) thread_.join();
     std::lock_guard lock(mutex_);
     ready_.clear();

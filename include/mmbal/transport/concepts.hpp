@@ -18,6 +18,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -72,11 +73,26 @@ concept device_transport = transport<T> &&
 /// Gathers every rank's samples (metadata only: lengths, modalities, ids, groups — never
 /// payload) into the global workload, identical on every rank: samples in rank-major order
 /// with `rank` set to the rank that sent them. Collective. O(total segments).
+/// A rank whose `local` cannot be serialized (`invalid_input`) still takes part, with a
+/// one-word failure block, and throws its own error; every other rank throws
+/// `runtime_failure` naming it — nobody waits in the collective for it.
 /// @see OrchMLLM §6: every rank computes the same plan from the same gathered metadata.
 template <transport T>
 [[nodiscard]] workload gather_workload(T& t, const workload& local) {
-  const std::vector<std::uint32_t> mine = serialize_samples(local);
+  std::vector<std::uint32_t> mine;
+  std::exception_ptr error;
+  try {
+    mine = serialize_samples(local);
+  } catch (const invalid_input&) {
+    error = std::current_exception();
+    mine.assign(1, metadata_failed);
+  }
   const gathered_words all = t.all_gather(mine);
+  if (error) std::rethrow_exception(error);
+  for (rank_t r = 0; r < t.size(); ++r)
+    if (const auto block = all.of(r); block.size() == 1 && block[0] == metadata_failed)
+      mmbal::detail::throw_runtime("gather_workload on rank ", t.rank(), ": rank ", r,
+                                   " could not serialize its samples (it throws invalid_input naming why)");
   return deserialize_samples(all.words, all.offsets);
 }
 
@@ -117,28 +133,75 @@ void check_agreement(T& t, std::uint64_t fingerprint, bool local_ok = true) {
 
 /// Options of `execute`.
 struct execute_options {
-  bool check = true;  ///< all-reduce the fingerprint first (reducing transports only); default on
+  /// All-reduce the fingerprint first (reducing transports only); default on. Must be the
+  /// same on every rank: a rank that skips the check skips its collective.
+  bool check = true;
 };
+
+/// Capability: settings that change what `all_to_all` does on the wire and so must be equal
+/// on every rank (`t.settings_fingerprint()`: MPI's method and coalescing threshold).
+/// `execute` folds them into the plan fingerprint it checks.
+template <class T>
+concept settings_transport = requires(const T& t) {
+  { t.settings_fingerprint() } -> std::same_as<std::uint64_t>;
+};
+
+/// Throws `invalid_input` when `send` and `recv` overlap: the exchange reads one while
+/// writing the other (delivered bytes were wrong without an error).
+inline void check_disjoint(std::span<const std::byte> send, std::span<const std::byte> recv) {
+  if (send.empty() || recv.empty()) return;
+  const auto s = reinterpret_cast<std::uintptr_t>(send.data()), r = reinterpret_cast<std::uintptr_t>(recv.data());
+  if (s < r + recv.size() && r < s + send.size())
+    mmbal::detail::throw_invalid("all_to_all: the send buffer (", send.size(), " bytes) and the receive buffer (",
+                                 recv.size(), " bytes) overlap");
+}
 
 /// Executes rearrangement `r` (items of `item_bytes[i]` bytes) on this rank: builds this
 /// rank's plan, checks collectively (when `t` is reducing and `options.check`) that every
-/// rank has the same `fingerprint(r, item_bytes)` and correctly sized buffers — so a
-/// mismatch throws `runtime_failure` on every rank instead of corrupting data or hanging —
-/// then calls `t.all_to_all`. `send`: this rank's items in source slot order; `recv`: its
-/// items in destination slot order. Returns the plan (reuse it for the backward pass with
-/// `r.inverse()`). A malformed `r` throws `invalid_input` identically on every rank before
-/// any communication. O(n + ranks + local items · log) planning plus the exchange.
+/// rank has the same `fingerprint(r, item_bytes)` (with the transport's
+/// `settings_fingerprint` where it has one) and a valid plan with correctly sized, disjoint
+/// buffers, then calls `t.all_to_all`. `send`: this rank's items in source slot order;
+/// `recv`: its items in destination slot order. Returns the plan (reuse it for the backward
+/// pass with `r.inverse()`). Errors: a rank whose own input is wrong (a malformed `r`, other
+/// ranks, wrong buffer sizes, overlapping buffers) throws `invalid_input` naming it, after
+/// the check, and every other rank throws `runtime_failure`; differing fingerprints throw
+/// `runtime_failure` on every rank — none hangs, none corrupts data. Without the check a
+/// local error is thrown before any communication and the other ranks wait.
+/// O(n + ranks + local items · log) planning plus the exchange.
 template <transport T>
 alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_t> item_bytes,
                       std::span<const std::byte> send, std::span<std::byte> recv, execute_options options = {}) {
-  alltoall_plan plan = make_alltoall_plan(r, item_bytes, t.rank());
-  if (plan.ranks != t.size())
-    mmbal::detail::throw_invalid("execute: rearrangement over ", plan.ranks, " ranks on a transport of ", t.size());
-  const bool sizes_ok = send.size() == plan.input_bytes && recv.size() == plan.output_bytes;
-  if constexpr (reducing_transport<T>) {
-    if (options.check) check_agreement(t, fingerprint(r, item_bytes), sizes_ok);
+  alltoall_plan plan;
+  std::uint64_t print = 0;
+  std::exception_ptr local_error;
+  try {
+    plan = make_alltoall_plan(r, item_bytes, t.rank());
+    if (plan.ranks != t.size())
+      mmbal::detail::throw_invalid("execute: rearrangement over ", plan.ranks, " ranks on a transport of ", t.size());
+    check_buffers(plan, send.size(), recv.size());
+    check_disjoint(send, recv);
+    print = fingerprint(r, item_bytes);
+    if constexpr (settings_transport<T>) print ^= t.settings_fingerprint() * 0x9E3779B97F4A7C15ull;
+  } catch (const invalid_input&) {
+    local_error = std::current_exception();
   }
-  check_buffers(plan, send.size(), recv.size());
+  if constexpr (reducing_transport<T>) {
+    if (options.check) {
+      const agreement a = reduce_agreement(t, print, local_error == nullptr);
+      if (local_error) std::rethrow_exception(local_error);
+      if (!a.all_ok)
+        mmbal::detail::throw_runtime(
+            "plan check on rank ", t.rank(), " of ", t.size(),
+            ": another rank's plan or buffers are invalid (it throws invalid_input naming why)");
+      if (a.min_fingerprint != a.max_fingerprint)
+        mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
+                                     ": ranks disagree on the plan (fingerprint here ", print, ", min ",
+                                     a.min_fingerprint, ", max ", a.max_fingerprint,
+                                     "); the gathered metadata, the planner or the transport's settings (",
+                                     "method, coalescing threshold) differ between ranks");
+    }
+  }
+  if (local_error) std::rethrow_exception(local_error);
   t.all_to_all(plan, send, recv);
   return plan;
 }

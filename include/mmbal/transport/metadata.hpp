@@ -24,6 +24,10 @@ namespace mmbal::transport {
 /// something else (another library version, garbage) is detected instead of misparsed.
 inline constexpr std::uint32_t metadata_magic = 0x4D4D4201u;
 
+/// The one-word block a rank sends instead when its samples cannot be serialized
+/// (`gather_workload`): every rank then throws instead of waiting for it.
+inline constexpr std::uint32_t metadata_failed = 0x4D4D42FFu;
+
 /// Serializes `local` (one rank's samples) to words. Layout, all `std::uint32_t`:
 /// `magic, modality_count, {name_bytes, ⌈name_bytes/4⌉ words of UTF-8} × modality_count,
 /// sample_count, {id_lo, id_hi, has_group, group_lo, group_hi, segment_count,

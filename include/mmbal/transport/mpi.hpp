@@ -14,7 +14,9 @@
 ///   or unpack copy in user code (MPI may still copy internally).
 ///
 /// 32-bit limits: MPI-3 counts and displacements are `int`. When any byte count or
-/// displacement of a plan exceeds `INT_MAX`, `alltoallv` switches to `MPI_Alltoallw` over the
+/// displacement of ANY rank's plan exceeds `INT_MAX` (decided collectively by one `MPI_LAND`
+/// all-reduce: ranks choosing by their own plan called different collectives and hung when
+/// only some crossed the limit), `alltoallv` switches to `MPI_Alltoallw` over the
 /// packed buffers with one hindexed region per peer (blocks of at most 2^30 bytes,
 /// displacements `MPI_Aint`), so plans of any size work; the derived datatypes of
 /// `alltoallw` are split the same way. Metadata gathers above `INT_MAX` words throw.
@@ -94,7 +96,8 @@ enum class mpi_method : std::uint8_t {
 ///   message per peer (one pack and one unpack copy, like `alltoallv`), larger items as their
 ///   own zero-copy messages; 0 = every item its own message. Default 32 KiB: below it a
 ///   message's overhead costs more than copying the item. Both ends decide per item from its
-///   size, which sender and receiver both know, so no agreement is needed.
+///   size and their threshold, so the threshold, like the method, must be the same on every
+///   rank: `execute` checks both (`settings_fingerprint`).
 struct mpi_options {
   mpi_method method = mpi_method::p2p;
   std::uint64_t p2p_coalesce_below = std::uint64_t{32} << 10;
@@ -170,6 +173,7 @@ class mpi_transport {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) mmbal::detail::throw_runtime("mpi_transport: MPI is not initialized");
+    if (comm == MPI_COMM_NULL) mmbal::detail::throw_invalid("mpi_transport: the communicator is MPI_COMM_NULL");
     const int dup = MPI_Comm_dup(comm, &comm_);
     if (dup != MPI_SUCCESS) detail::throw_mpi(dup, "MPI_Comm_dup(comm, &comm_)", __FILE__, __LINE__);
     const int set = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -209,12 +213,22 @@ class mpi_transport {
   /// Sets `mpi_options::p2p_coalesce_below` (0 = every item its own message).
   void set_p2p_coalesce_below(std::uint64_t bytes) noexcept { options_.p2p_coalesce_below = bytes; }
 
+  /// A hash of the settings that decide what `all_to_all` sends (method, coalescing
+  /// threshold); `execute` folds it into the plan fingerprint it checks across ranks.
+  [[nodiscard]] std::uint64_t settings_fingerprint() const noexcept {
+    return (options_.p2p_coalesce_below * 0xBF58476D1CE4E5B9ull) ^
+           (std::uint64_t{1} + static_cast<unsigned>(options_.method));
+  }
   /// `MPI_Barrier` on the transport's communicator.
-  void barrier() { MMBAL_MPI_CHECK(MPI_Barrier(comm_)); }
+  void barrier() {
+    require_comm();
+    MMBAL_MPI_CHECK(MPI_Barrier(comm_));
+  }
 
   /// Variable-size all-gather: `MPI_Allgather` of the word counts, then `MPI_Allgatherv`.
   /// Collective. Throws (on every rank alike) when the total exceeds INT_MAX words.
   [[nodiscard]] gathered_words all_gather(std::span<const std::uint32_t> local) {
+    require_comm();
     const std::uint64_t mine = local.size();
     std::vector<std::uint64_t> counts(size_);
     MMBAL_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm_));
@@ -239,6 +253,7 @@ class mpi_transport {
 
   /// Element-wise max of 64-bit words over all ranks, in place (`MPI_Allreduce`). Collective.
   void all_reduce_max(std::span<std::uint64_t> values) {
+    require_comm();
     if (values.size() > static_cast<std::size_t>(INT_MAX))
       mmbal::detail::throw_invalid("mpi_transport::all_reduce_max: ", values.size(), " values exceed INT_MAX");
     MMBAL_MPI_CHECK(
@@ -250,6 +265,7 @@ class mpi_transport {
   /// size — a local throw leaves the other ranks waiting, so call through `execute`, which
   /// checks collectively first.
   void all_to_all(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
+    check_disjoint(send, recv);
     switch (options_.method) {
       case mpi_method::alltoallw:
         all_to_all_w(plan, send, recv);
@@ -272,8 +288,7 @@ class mpi_transport {
     check_plan(plan, send.size(), recv.size());
     send_.resize(plan.send_bytes);
     recv_.resize(plan.recv_bytes);
-    if (!detail::fits_int(plan.send_counts, plan.send_displs) ||
-        !detail::fits_int(plan.recv_counts, plan.recv_displs)) {
+    if (!every_plan_fits_int(plan)) {
       mmbal::pack(plan, send, std::span<std::byte>(send_));
       exchange_packed(plan, send_, recv_);
       mmbal::unpack(plan, std::span<const std::byte>(recv_), recv);
@@ -450,8 +465,7 @@ class mpi_transport {
   void exchange_packed(const alltoall_plan& plan, std::span<const std::byte> packed_send,
                        std::span<std::byte> packed_recv) {
     check_packed(plan, packed_send.size(), packed_recv.size());
-    if (!detail::fits_int(plan.send_counts, plan.send_displs) ||
-        !detail::fits_int(plan.recv_counts, plan.recv_displs)) {
+    if (!every_plan_fits_int(plan)) {
       exchange_packed_w(plan, packed_send, packed_recv);
       return;
     }
@@ -502,6 +516,7 @@ class mpi_transport {
   }
 
   void check_packed(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+    require_comm();
     if (plan.rank != rank_ || plan.ranks != size_)
       mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
                                    " but this communicator is rank ", rank_, " of ", size_);
@@ -511,7 +526,24 @@ class mpi_transport {
                                    " bytes, the plan needs ", plan.send_bytes, " and ", plan.recv_bytes);
   }
 
+  /// Whether every rank's counts and displacements fit `int` (one `MPI_LAND` all-reduce):
+  /// all ranks must pick the same collective.
+  bool every_plan_fits_int(const alltoall_plan& plan) {
+    int fits =
+        detail::fits_int(plan.send_counts, plan.send_displs) && detail::fits_int(plan.recv_counts, plan.recv_displs)
+            ? 1
+            : 0;
+    MMBAL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_LAND, comm_));
+    return fits != 0;
+  }
+
+  /// A moved-from transport has no communicator; MPI would abort the job on its use.
+  void require_comm() const {
+    if (comm_ == MPI_COMM_NULL) mmbal::detail::throw_invalid("mpi_transport: used after it was moved from");
+  }
+
   void check_plan(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+    require_comm();
     if (plan.rank != rank_ || plan.ranks != size_)
       mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
                                    " but this communicator is rank ", rank_, " of ", size_);
