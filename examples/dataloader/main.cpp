@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -217,9 +218,9 @@ std::optional<settings> parse(int argc, char** argv) {
       cfg.prefetch = false;
     } else if (a == "--check-inline") {
       cfg.check_inline = true;
-    } else if (a == "--steps" && (v = value()) && *v >= 1 && *v <= 1e6) {
+    } else if (a == "--steps" && (v = value()) && *v >= 1 && *v <= 1e6 && *v == std::floor(*v)) {
       cfg.steps = static_cast<std::uint64_t>(*v);
-    } else if (a == "--samples-per-rank" && (v = value()) && *v >= 1 && *v <= 1e6) {
+    } else if (a == "--samples-per-rank" && (v = value()) && *v >= 1 && *v <= 1e6 && *v == std::floor(*v)) {
       cfg.samples_per_rank = static_cast<std::uint64_t>(*v);
     } else if (a == "--compute-ms" && (v = value()) && *v <= 1e6) {
       cfg.compute_ms = *v;
@@ -240,7 +241,19 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::optional<settings> cfg = parse(argc, argv);
-  if (!cfg) {
+  // Every rank must run the same steps (each is collective): a rank with a bad argument, or
+  // with other --steps / --samples-per-rank, would leave the others waiting in a collective.
+  std::uint64_t mine[4] = {cfg ? 0u : 1u, cfg ? cfg->steps : 0, cfg ? ~cfg->steps : 0, 0};
+  if (cfg) mine[3] = cfg->samples_per_rank;
+  std::uint64_t most[4] = {};
+  MPI_Allreduce(mine, most, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  std::uint64_t least_samples = mine[3];
+  MPI_Allreduce(MPI_IN_PLACE, &least_samples, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (most[0] != 0 || most[1] != ~most[2] || most[3] != least_samples) {
+    if (rank == 0)
+      std::fprintf(
+          stderr, "dataloader: %s\n",
+          most[0] != 0 ? "a rank has a bad argument" : "ranks were given different --steps or --samples-per-rank");
     MPI_Finalize();
     return 2;
   }

@@ -436,7 +436,8 @@ def distribute_tokens(workloads, ranks, *, tokens=None, block=128, distributor="
         positions it holds, ascending), ``tokens``, ``block``, ``ranks``.
 
     Raises:
-        Error: G = 0, block = 0, a block count that does not match, an unknown distributor.
+        Error: G = 0, block = 0, a block count that does not match, an unknown distributor,
+        more than 2^28 tokens (``token_indices`` holds one int64 per token).
     """
     if isinstance(workloads, BitfieldMask):
         if tokens is not None and tokens != workloads.size:

@@ -954,8 +954,10 @@ py::dict distribution_dict(const mmbal::token_distribution& d) {
 py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
                            const std::string& distributor, py::handle seed) {
   const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
-  // A sequence of at most 2^32 - 1 tokens, as a bitfield mask: token_indices holds one int64 per token.
-  const std::uint64_t t = int_in_range(tokens, "tokens", 0, u32_max);
+  // token_indices holds one int64 per token, built here: at most 2^28 tokens (2 GiB of
+  // indices; a long-context pack has millions), so one block of 2^32 - 1 tokens given as a
+  // one-element list cannot ask for 32 GiB.
+  const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::uint64_t{1} << 28);
   const mmbal::rank_t g = rank_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
   const mmbal::spec::any_distributor d = mmbal::spec::parse_distributor(

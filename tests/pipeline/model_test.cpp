@@ -91,6 +91,8 @@ TEST_CASE("stage times from samples, recomputed by hand") {
   CHECK(t.forward_time(0, 1) == Approx(228 + 1.3));
   CHECK(t.forward_time(1, 1) == Approx(0.9 * 13));
   CHECK_THROWS_AS(stage_times_from_samples(m, w, std::vector<std::vector<std::uint32_t>>{{7}}), mmbal::invalid_input);
+  CHECK_THROWS_WITH(stage_times_from_samples(m, w, std::vector<std::vector<std::uint32_t>>{{0, 1}, {1}}),
+                    Catch::Contains("sample 1 is in two micro-batches"));
   CHECK_THROWS_AS(stage_times_from_samples(pipeline_model{}, w, mbs), mmbal::invalid_input);
 }
 

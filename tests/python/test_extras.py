@@ -215,8 +215,12 @@ def test_distribution_from_arrays_and_bad_input():
     with pytest.raises(mmbal.Error, match=r"block_workloads\[1\] = -2"):
         mmbal.distribute_tokens([1, -2], 2, tokens=4, block=2)
     # ceil(T / B) near 2^64 wrapped to 0 blocks, so an empty list passed and the tokens vanished
-    with pytest.raises(mmbal.Error, match=r"tokens = 18446744073709551615 is out of range \[0, 4294967295\]"):
+    with pytest.raises(mmbal.Error, match=r"tokens = 18446744073709551615 is out of range \[0, 268435456\]"):
         mmbal.distribute_tokens([], 1, tokens=2**64 - 1, block=2)
+    # one block of 2^32 - 1 tokens (a one-element list) built 32 GiB of token_indices
+    with pytest.raises(mmbal.Error, match=r"tokens = 4294967295 is out of range \[0, 268435456\]"):
+        mmbal.distribute_tokens([5], 1, tokens=2**32 - 1, block=2**32 - 1)
+    assert mmbal.distribute_tokens([5], 1, tokens=2**20, block=2**20)["rank_tokens"].tolist() == [2**20]
     with pytest.raises(mmbal.Error, match="sum to more than 2\\^64 - 1"):
         mmbal.distribute_tokens([2**63, 2**63], 2, tokens=4, block=2)
     with pytest.raises(mmbal.Error, match="sum to 9223372036854775812, above 2\\^63 - 1"):

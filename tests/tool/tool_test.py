@@ -317,6 +317,21 @@ def bad_input_found_in_session_28(good):
     model = write("model_llm.json", '{"stages":[{"modules":[{"kind":"llm"}]},{"modules":[{"kind":"llm"}]}]}')
     p = run("pipeline", "--input", good, "--model", model, "--ranks", "1", "--micro-batches", "100000", expect=2)
     assert "--micro-batches = 100000 exceeds the 1 samples" in p.stderr, p.stderr
+    # mask: the default bits are the Python default (per modality; they were per span, whose 61
+    # bits ran out); per span, the error names the file and the option to use.
+    spans = write("spans62.jsonl", json.dumps({"segments": [["text", 4]] + [["image", 2, 8]] * 62}) + "\n")
+    default, explicit = (json.loads(run("mask", "--input", spans, "--cp", "2", *bits, "--json").stdout)
+                         for bits in ([], ["--bits", "modality"]))
+    assert default["tokens"] == 4 + 62 * 2 and default.pop("elapsed_us") >= 0 and explicit.pop("elapsed_us") >= 0
+    assert default == explicit, (default, explicit)
+    p = run("mask", "--input", spans, "--cp", "2", "--bits", "span", expect=2)
+    assert spans in p.stderr and "62 modality spans" in p.stderr and "--bits modality" in p.stderr, p.stderr
+    # isf: a target above its cap was reported as "sample ... alone exceeds a cap"; sizes
+    # beyond 32 bits did not name the file.
+    p = run("isf", "--input", two, "--ranks", "1", "--qv", "4", "--qt", "40", "--qt-target", "50", expect=2)
+    assert "qt_target = 50 exceeds qt = 40" in p.stderr, p.stderr
+    p = run("isf", "--input", two, "--ranks", "1", "--qv", "4", "--qt", "40", expect=2)
+    assert f"{two}: sample id 0 alone exceeds a cap" in p.stderr, p.stderr
     # A misspelt key was skipped as absent: "trainble": false kept the module trainable.
     typo = write("model_typo.json", '{"stages":[{"modules":[{"kind":"llm","trainble":false}]}]}')
     p = run("pipeline", "--input", good, "--model", typo, "--ranks", "1", "--micro-batches", "1", expect=2)

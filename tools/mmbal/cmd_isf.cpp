@@ -40,7 +40,7 @@ struct sizes {
   std::vector<mmbal::length_t> vision, text;
 };
 
-sizes sample_sizes(const mmbal::workload& w, bool count_images) {
+sizes sample_sizes(const mmbal::workload& w, bool count_images, const std::string& path) {
   std::vector<bool> visual(w.modalities.size(), false);
   for (std::size_t m = 1; m < w.modalities.size(); ++m)
     visual[m] = w.modalities[m] == "image" || w.modalities[m] == "video";
@@ -52,8 +52,10 @@ sizes sample_sizes(const mmbal::workload& w, bool count_images) {
     for (const mmbal::segment& seg : x.segments)
       if (visual[seg.modality]) v += count_images ? 1 : seg.encoder_len;
     const std::uint64_t t = x.llm_length();
-    if (v > UINT32_MAX) mmbal::detail::throw_invalid("sample ", x.id, ": vision size ", v, " exceeds 2^32 - 1");
-    if (t > UINT32_MAX) mmbal::detail::throw_invalid("sample ", x.id, ": LLM length ", t, " exceeds 2^32 - 1");
+    if (v > UINT32_MAX)
+      mmbal::detail::throw_invalid(path, ": sample id ", x.id, ": vision size ", v, " exceeds 2^32 - 1");
+    if (t > UINT32_MAX)
+      mmbal::detail::throw_invalid(path, ": sample id ", x.id, ": LLM length ", t, " exceeds 2^32 - 1");
     s.vision.push_back(static_cast<mmbal::length_t>(v));
     s.text.push_back(static_cast<mmbal::length_t>(t));
   }
@@ -85,7 +87,7 @@ int run_isf(const isf_state& s) {
   // The file's ranks are where samples sit now, unrelated to the --ranks devices the groups
   // are dealt to, so any rank value is accepted (ranks = 0).
   const mmbal::workload w = mmbal::tool::read_workload(s.input, 0);
-  const sizes x = sample_sizes(w, s.vision == "images");
+  const sizes x = sample_sizes(w, s.vision == "images", s.input);
 
   if (s.iterations > mmbal::sampling::max_isf_iterations)
     mmbal::detail::throw_invalid("--iterations = ", s.iterations, " exceeds ", mmbal::sampling::max_isf_iterations);
@@ -113,11 +115,12 @@ int run_isf(const isf_state& s) {
       o.qt_target = o.qt_target.value_or(best.thresholds.qt_target);
     }
     if (o.oversize == oversize_policy::reject && o.qv > 0 && o.qt > 0) {
+      (void)resolve_thresholds(o);  // bad thresholds first: a target above its cap, not a sample, is the error
       // The library names the sample's index; the tool names its JSONL id.
       for (std::size_t i = 0; i < x.text.size(); ++i)
         if (x.vision[i] > o.qv || x.text[i] > o.qt)
-          mmbal::detail::throw_invalid("sample id ", w.samples[i].id, " alone exceeds a cap (vision ", x.vision[i],
-                                       ", qv = ", o.qv, "; LLM tokens ", x.text[i], ", qt = ", o.qt,
+          mmbal::detail::throw_invalid(s.input, ": sample id ", w.samples[i].id, " alone exceeds a cap (vision ",
+                                       x.vision[i], ", qv = ", o.qv, "; LLM tokens ", x.text[i], ", qt = ", o.qt,
                                        "); raise --qv/--qt or pass --oversize singleton");
     }
     r = isf(x.vision, x.text, o);

@@ -22,7 +22,7 @@ struct mask_state {
   std::uint32_t cp = 0;
   std::uint32_t block = 128;
   std::string distribute = "lpt";
-  std::string bits = "span";
+  std::string bits = "modality";  // as mmbal.bitfield_mask's default; span bits run out past 61 spans
   std::uint64_t seed = 0;
   bool json = false;
   bool emit_workloads = false;
@@ -46,7 +46,11 @@ int run_mask(const mask_state& s) {
   std::vector<std::uint64_t> blocks;
   mmbal::token_distribution dist;
   const double us = mmbal::tool::elapsed_us([&] {
-    mask = mmbal::build_bitfield_mask(std::span<const mmbal::sample>(w.samples), bits);
+    try {
+      mask = mmbal::build_bitfield_mask(std::span<const mmbal::sample>(w.samples), bits);
+    } catch (const mmbal::invalid_input& e) {  // documents are the file's samples in order
+      mmbal::detail::throw_invalid(s.input, ": --bits ", s.bits, ": ", e.what());
+    }
     runs = mmbal::workload_runs(mask);
     blocks = mmbal::block_workloads(runs, mask.size(), s.block);
     dist = mmbal::spec::distribute_tokens(blocks, mask.size(), s.block, s.cp, policy);
@@ -99,7 +103,7 @@ const bool registered = mmbal::tool::register_command(50, [](CLI::App& app) -> s
                   "ring) or random (seeded) (default lpt)");
   sub->add_option("--bits", state->bits,
                   "modality bits per span (span: a span attends itself) or per modality (modality: all spans "
-                  "of a modality in a document attend each other) (default span)");
+                  "of a modality in a document attend each other) (default modality, as mmbal.bitfield_mask)");
   sub->add_option("--seed", state->seed, "seed of --distribute random (default 0)");
   sub->add_flag("--json", state->json, "print one JSON object");
   sub->add_flag("--emit-workloads", state->emit_workloads,

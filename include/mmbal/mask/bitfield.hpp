@@ -237,9 +237,11 @@ inline std::vector<placed_span> checked_spans(const document_layout& d, std::siz
   } else {
     for (std::size_t i = 0; i < docs.size(); ++i)
       if (spans[i].size() > max_modality_bits)
-        detail::throw_invalid("build_bitfield_mask: document ", i, " has ", spans[i].size(),
-                              " modality spans, span bits allow at most ", max_modality_bits,
-                              " (use bit_assignment::modality)");
+        detail::throw_invalid(
+            "build_bitfield_mask: document ", i, " has ", spans[i].size(), " modality spans, span bits allow at most ",
+            max_modality_bits,
+            " (assign bits per modality instead: bit_assignment::modality, Python assign=\"modality\","
+            " the tool's --bits modality)");
   }
 
   std::vector<std::uint64_t> bits(total);

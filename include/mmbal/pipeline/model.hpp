@@ -126,7 +126,7 @@ inline double phase_cost(const cost::any_batch_cost& c, const workload& w, std::
 /// sample indices (into `w.samples`) of micro-batch j. Forward(s, j) = Σ over the modules of
 /// stage s of share × cost; backward(s, j) = Σ share × cost × `backward_factors`.
 /// O(modules · total samples in the micro-batches). Errors: invalid model, no micro-batch,
-/// a sample index out of range.
+/// a sample index out of range or in two micro-batches.
 [[nodiscard]] inline stage_times stage_times_from_samples(const pipeline_model& model, const workload& w,
                                                           std::span<const std::vector<std::uint32_t>> micro_batches) {
   validate(model);
@@ -135,11 +135,17 @@ inline double phase_cost(const cost::any_batch_cost& c, const workload& w, std::
   const auto p = static_cast<std::uint32_t>(model.stages.size());
   const std::uint32_t m = checked_count(micro_batches.size(), "micro-batches");
   stage_times t(p, m);
+  std::vector<bool> seen(w.samples.size(), false);  // a sample in two micro-batches was counted twice
   for (std::uint32_t j = 0; j < m; ++j) {
-    for (const std::uint32_t i : micro_batches[j])
+    for (const std::uint32_t i : micro_batches[j]) {
       if (i >= w.samples.size())
         mmbal::detail::throw_invalid("stage_times_from_samples: micro-batch ", j, " holds sample ", i, " of ",
                                      w.samples.size());
+      if (seen[i])
+        mmbal::detail::throw_invalid("stage_times_from_samples: sample ", i, " is in two micro-batches (again in ", j,
+                                     ")");
+      seen[i] = true;
+    }
     for (std::uint32_t s = 0; s < p; ++s)
       for (std::size_t k = 0; k < model.stages[s].modules.size(); ++k) {
         const pipeline_module& mod = model.stages[s].modules[k];
