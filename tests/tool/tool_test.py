@@ -20,6 +20,14 @@ def run(*args, expect=0):
     return p
 
 
+def write(name, text):
+    """Writes `text` to a file of that name in TMP; returns its path."""
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def generate(name, family="omni", samples=3000, ranks=64, seed=1):
     path = os.path.join(TMP, name)
     out = run("generate", "--family", family, "--samples", str(samples), "--ranks", str(ranks), "--seed", str(seed))
@@ -201,6 +209,18 @@ def case_orchestrate():
         assert p["lower_bound"] <= p["max_after"] * (1 + 1e-12)
     assert r["composed_bytes"] <= r["two_hop_bytes"]
     run("orchestrate", "--input", path, "--ranks", "32", "--threads", "many", expect=2)
+    # --keep-groups: the file's groups stay together, as in balance (orchestrate ignored them).
+    grouped = write("grouped.jsonl", "".join(json.dumps({"id": i, "rank": i % 2, "group": 100 if i < 5 else i,
+                                                         "segments": [["text", 10]]}) + "\n" for i in range(8)))
+    def llm_max(*flags):
+        r = json.loads(run("orchestrate", "--input", grouped, "--ranks", "2", "--cost-llm", "tokens", *flags,
+                           "--json").stdout)
+        return r["phases"][-1]["max_after"]
+    # 8 samples of 10 tokens, 5 of them in group 100, on 2 ranks: 40 / 40 free, 50 / 30 kept
+    assert llm_max() == 40 and llm_max("--keep-groups", "llm") == 50
+    assert llm_max("--keep-groups", "image,llm") == 50 and llm_max("--keep-groups", "image") == 40
+    p = run("orchestrate", "--input", grouped, "--ranks", "2", "--keep-groups", "text", expect=2)
+    assert "--keep-groups: phase 'text'" in p.stderr, p.stderr
 
 
 def case_bad_input():
@@ -282,12 +302,6 @@ def case_bad_input():
 def bad_input_found_in_session_28(good):
     """Tiny inputs that hung for minutes, printed null as a number with exit 0, crashed with an
     internal error, or made two phases of one name."""
-    def write(name, text):
-        path = os.path.join(TMP, name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
     # An encoder modality named "llm" made a second phase "llm" (balance reached only one).
     llm = write("llm_modality.jsonl", '{"id":0,"segments":[["text",10],["llm",5,7]]}\n')
     p = run("orchestrate", "--input", llm, "--ranks", "2", expect=2)

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace mmbal::tool {
 
@@ -33,6 +34,7 @@ inline constexpr std::array<std::string_view, 4> flag_phases{"llm", "image", "au
 struct phase_flags {
   std::array<std::string, flag_phases.size()> cost;
   std::array<std::string, flag_phases.size()> algorithm;
+  std::vector<std::string> keep_groups;  ///< phases whose items keep the file's `group` together
 
   /// Declares --cost-<phase> and --algorithm-<phase> for every phase of `flag_phases`.
   void add_to(CLI::App* sub, std::string_view defaults_note) {
@@ -48,6 +50,10 @@ struct phase_flags {
                           " phase (lpt, greedy-ascending, padded, tolerance:v=.., conv, "
                           "kk, migrate:eps=.., optionally +refine)");
     }
+    sub->add_option("--keep-groups", keep_groups,
+                    "phases (llm, image, audio, video) whose items of samples with the same JSONL group stay on one "
+                    "rank, as balance does (default none: groups are ignored)")
+        ->delimiter(',');
   }
 
   /// Sets on `o` the policy of every phase for which a flag was given, starting from `base`
@@ -62,8 +68,12 @@ struct phase_flags {
       } catch (const invalid_input& e) {
         detail::throw_invalid("--", cost[k].empty() ? "algorithm-" : "cost-", phase, ": ", e.what());
       }
+      p.keep_groups = std::find(keep_groups.begin(), keep_groups.end(), phase) != keep_groups.end();
       o.set_policy(phase, std::move(p));
     }
+    for (const std::string& phase : keep_groups)
+      if (std::find(flag_phases.begin(), flag_phases.end(), phase) == flag_phases.end())
+        detail::throw_invalid("--keep-groups: phase '", phase, "' (expected llm, image, audio or video)");
   }
 };
 
