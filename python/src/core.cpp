@@ -886,8 +886,9 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
   const lengths_view t(text, "text", u32_max);
   if (v.size() != t.size()) throw_invalid("vision has ", v.size(), " entries but text has ", t.size());
   mmbal::sampling::isf_options o;
-  o.qv = positive_count(qv, "qv");
-  o.qt = positive_count(qt, "qt");
+  // Caps of 64 bits, as in C++ and the tool (a cap above every sample is "no cap").
+  o.qv = int_in_range(qv, "qv", 1, std::numeric_limits<std::uint64_t>::max());
+  o.qt = int_in_range(qt, "qt", 1, std::numeric_limits<std::uint64_t>::max());
   if (!qv_target.is_none()) o.qv_target = int_in_range(qv_target, "qv_target", 0, o.qv);
   if (!qt_target.is_none()) o.qt_target = int_in_range(qt_target, "qt_target", 0, o.qt);
   o.iterations =

@@ -55,6 +55,14 @@ def test_isf_bad_input(kwargs, message):
         mmbal.isf(**kwargs)
 
 
+def test_isf_caps_take_64_bits_as_in_cpp_and_the_tool():
+    # qv, qt above 2^32 - 1 were refused in Python only; such a cap is above every sample
+    r = mmbal.isf([3, 4], [5, 6], qv=2**40, qt=2**63, qv_target=7, qt_target=11)
+    assert sorted(i for g in r.groups for i in g) == [0, 1]
+    with pytest.raises(mmbal.Error, match="qt = 18446744073709551616 is out of range"):
+        mmbal.isf([3], [5], qv=1, qt=2**64)
+
+
 # ------------------------------------------------------------------ masks
 
 
