@@ -67,13 +67,13 @@ def worker(rank, ranks, init_file, reps, results):
         sizes, source, target = case(items, mean_rows, ranks, items)
         plan = mmbal.alltoall_plan(source, target, sizes, rank)
         x = torch.randn(int(plan.source_rows), width)
-        send = x[torch.from_numpy(np.asarray(plan.pack_index))].contiguous()
+        send = x[torch.from_numpy(np.array(plan.pack_index))].contiguous()
         recv = torch.empty(int(sum(plan.recv_splits)), width)
         rs, ss = list(plan.recv_splits), list(plan.send_splits)
         bare = lambda: dist.all_to_all_single(recv, send, output_split_sizes=rs, input_split_sizes=ss)  # noqa: E731
         ours = lambda: mt.exchange(x, plan)  # noqa: E731
-        pi = torch.from_numpy(np.asarray(plan.pack_index))
-        ui = torch.from_numpy(np.asarray(plan.unpack_index))
+        pi = torch.from_numpy(np.array(plan.pack_index))  # writable copies, once per plan, as exchange keeps
+        ui = torch.from_numpy(np.array(plan.unpack_index))
 
         def by_hand():  # the same two row gathers around the bare collective, written inline
             r = torch.empty(int(sum(rs)), width)
