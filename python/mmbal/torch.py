@@ -887,6 +887,7 @@ class StepBalancer:
         self.orchestrator = mmbal.Orchestrator(size, ranks_per_node=ranks_per_node, policies=self.policies, threads=threads, relabel=relabel)
         self.gatherer = MetadataGatherer(self.metadata_group, metadata_capacity)
         self.verify = _as_flag(verify, "verify", where)
+        self._prefetch_thread: Optional[threading.Thread] = None  # set while a PrefetchingBalancer owns it
 
     def plan(self, local: LocalMetadata) -> StepPlan:
         """Gathers every rank's metadata (collective) and plans this step. Bad local metadata
@@ -906,6 +907,11 @@ class StepBalancer:
         plan, because of ``error`` (raised here and as :class:`mmbal.Error` on the other
         ranks) or, without one, because its data has ended (None once every rank's has; see
         :meth:`MetadataGatherer._gather_step`)."""
+        owner = self._prefetch_thread
+        if owner is not None and owner is not threading.current_thread():
+            # Two threads' gathers on one group pair up differently on different ranks: each
+            # rank would plan with another rank's metadata, without any error.
+            raise mmbal.Error("mmbal.torch.StepBalancer.plan: this balancer belongs to a running PrefetchingBalancer (its thread gathers on the same group); stop the prefetcher first or use another balancer")
         rank, _ = _group_rank_and_size(self.group)
         if self.verify:
             _verify_same_capacity(self.gatherer, self.metadata_group)
@@ -990,11 +996,14 @@ class PrefetchingBalancer:
 
     Contract:
 
-    - ``balancer.metadata_group`` must not be its exchange ``group``: the producer's gather
-      runs while the trainer's moves run, and two threads' collectives on one group would
-      interleave differently on different ranks (refused with :class:`mmbal.Error`).
+    - ``balancer.metadata_group`` must be a group of its own, neither its exchange ``group`` nor
+      the default group: the producer's gather runs while the trainer's collectives run, and
+      two threads' collectives on one group would pair up differently on different ranks
+      (refused with :class:`mmbal.Error`).
     - Steps arrive in order with consecutive indices; each plan equals ``balancer.plan(local)``
-      called inline (same ``fingerprint``). The balancer belongs to the producer while it runs.
+      called inline (same ``fingerprint``). The balancer belongs to the producer until it
+      exits: ``balancer.plan`` from another thread, or a second prefetcher, raises
+      :class:`mmbal.Error` (their gathers would pair up with the producer's).
     - An exception of ``source`` or of planning step k on any rank is raised by the
       :meth:`next` that would return step k, after steps 0 .. k-1: the exception itself on its
       rank, :class:`mmbal.Error` naming that rank on the others (the failing rank still takes
@@ -1005,7 +1014,10 @@ class PrefetchingBalancer:
       for a running ``source``/plan call, joins the thread and drops the queued steps. A step
       that already had room is still planned, even after ``stop``: another rank's producer may
       be in its gather, which needs this rank. So a stop never leaves a collective waiting as
-      long as every rank has taken the same number of steps, as a training loop does.
+      long as every rank has taken the same number of steps, as a training loop does. A
+      process that exits while its producer waits in a gather another rank never joins (a
+      training step that raised on one rank) ends with SIGABRT instead of its exit status:
+      a thread inside a collective cannot be unwound.
     - One consumer thread calls :meth:`next`, :meth:`stop` and iterates; ``source`` runs on the
       producer only, sequentially, in step order, and may poll :attr:`stop_requested`.
     """
@@ -1019,8 +1031,10 @@ class PrefetchingBalancer:
         self.depth = _as_int(depth, "depth", where)
         if self.depth not in (1, 2):
             raise mmbal.Error(f"{where}: depth = {self.depth} (must be 1 or 2)")
-        if _same_group(balancer.group, balancer.metadata_group):
-            raise mmbal.Error(f"{where}: the balancer gathers metadata on its exchange group; build it with StepBalancer(group, metadata_group=torch.distributed.new_group(...)) so that the prefetch thread's collectives never interleave with the training step's")
+        if _same_group(balancer.group, balancer.metadata_group) or _same_group(None, balancer.metadata_group):
+            raise mmbal.Error(f"{where}: the balancer gathers metadata on its exchange group or the default group, which the training step's collectives use; build it with StepBalancer(group, metadata_group=torch.distributed.new_group(...)) so that the prefetch thread's collectives never interleave with them")
+        if balancer._prefetch_thread is not None:
+            raise mmbal.Error(f"{where}: the balancer already belongs to a running PrefetchingBalancer")
         self._balancer = balancer
         self._source = source
         self._cv = threading.Condition()
@@ -1030,6 +1044,7 @@ class PrefetchingBalancer:
         self._finished = False  # the producer has exited (end of data, error or stop)
         self._stopping = False
         self._thread = threading.Thread(target=self._produce, name="mmbal-prefetch", daemon=True)
+        balancer._prefetch_thread = self._thread
         self._thread.start()
 
     @property
@@ -1067,6 +1082,7 @@ class PrefetchingBalancer:
             with self._cv:
                 self._error = e
         finally:
+            self._balancer._prefetch_thread = None
             with self._cv:
                 self._finished = True
                 self._cv.notify_all()

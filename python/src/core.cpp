@@ -431,12 +431,18 @@ struct plan_arrays {
   std::uint64_t fingerprint = 0;
 };
 
+/// The most rows of one rank's input or output a plan indexes.
+constexpr std::uint64_t max_plan_rows = u32_max;
+
 plan_arrays compute_plan(const plan_source& s, mmbal::rank_t rank) {
   plan_arrays out;
   out.plan = mmbal::make_alltoall_plan(*s.moves, s.sizes, rank);
   const mmbal::alltoall_plan& p = out.plan;
-  if (p.input_bytes > i64_max || p.output_bytes > i64_max)
-    throw_invalid("alltoall_plan: rank ", rank, " would hold more than 2^63 - 1 rows");
+  // The index arrays hold 8 bytes per row: refuse row counts no tensor of one rank has
+  // before allocating them (a state of a few bytes asked for gigabytes, or for 2^62 rows).
+  if (p.input_bytes > max_plan_rows || p.output_bytes > max_plan_rows)
+    throw_invalid("alltoall_plan: rank ", rank, " would hold ", p.input_bytes, " rows before and ", p.output_bytes,
+                  " after the exchange (at most 2^32 - 1 each: the plan keeps an 8-byte index per row)");
   out.send_items.assign(p.pack_slots.begin(), p.pack_slots.end());
   out.recv_items.assign(p.unpack_slots.begin(), p.unpack_slots.end());
   out.pack_index.reserve(p.send_bytes);

@@ -261,6 +261,14 @@ def test_plans_workloads_and_masks_pickle_to_equal_objects():
         bad[index] = value
         with pytest.raises(mmbal.Error, match=message):
             mmbal.AllToAllPlan.__new__(mmbal.AllToAllPlan).__setstate__(tuple(bad))
+    # a state of a few bytes with huge sizes asked for gigabytes of row indices
+    huge = list(state)
+    huge[6] = np.array(state[6], np.int64)
+    huge[6][:4] = 2**40
+    with pytest.raises(mmbal.Error, match=r"rows before and .* after the exchange \(at most 2\^32 - 1 each"):
+        mmbal.AllToAllPlan.__new__(mmbal.AllToAllPlan).__setstate__(tuple(huge))
+    with pytest.raises(mmbal.Error, match="at most 2\\^32 - 1 each"):
+        mmbal.alltoall_plan(np.zeros(2, np.int64), mmbal.Assignment(np.zeros(2, np.int32), np.arange(2, dtype=np.int32), 1), [2**31, 2**31], 0)
     with pytest.raises(mmbal.Error, match="7 fields"):
         mmbal.AllToAllPlan.__new__(mmbal.AllToAllPlan).__setstate__((0,))
     wstate = list(w.__getstate__())

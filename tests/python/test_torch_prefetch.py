@@ -158,7 +158,18 @@ def bad_use_worker(rank, ranks):
         mt.PrefetchingBalancer(on_world, lambda k: None)
     with pytest.raises(mmbal.Error, match="gathers metadata on its exchange group"):
         mt.PrefetchingBalancer(mt.StepBalancer(modalities=MODALITIES, metadata_group=dist.group.WORLD), lambda k: None)
+    with pytest.raises(mmbal.Error, match="exchange group or the default group"):
+        mt.PrefetchingBalancer(mt.StepBalancer(dist.new_group(), modalities=MODALITIES, metadata_group=dist.group.WORLD), lambda k: None)
     balancer = mt.StepBalancer(modalities=MODALITIES, metadata_group=own)
+    # while a prefetcher owns the balancer, inline plans (whose gathers would pair up with the
+    # producer's, each rank planning with another's metadata) and a second prefetcher raise
+    with mt.PrefetchingBalancer(balancer, lambda k: step_metadata(rank, k) if k < 3 else None) as steps:
+        with pytest.raises(mmbal.Error, match="belongs to a running PrefetchingBalancer"):
+            balancer.plan(step_metadata(rank, 0))
+        with pytest.raises(mmbal.Error, match="already belongs to a running PrefetchingBalancer"):
+            mt.PrefetchingBalancer(balancer, lambda k: None)
+        assert [s.index for s in steps] == [0, 1, 2]
+    assert balancer.plan(step_metadata(rank, 0)).fingerprint == mt.StepBalancer(modalities=MODALITIES).plan(step_metadata(rank, 0)).fingerprint
     with pytest.raises(mmbal.Error, match=r"depth = 3 \(must be 1 or 2\)"):
         mt.PrefetchingBalancer(balancer, lambda k: None, depth=3)
     with pytest.raises(mmbal.Error, match="source must be callable"):
