@@ -291,6 +291,28 @@ TEST_CASE("mpi: input invalid on one rank only throws there and on every other r
           execute(t, r, sizes, me == culprit ? send_part : std::span<const std::byte>(in),
                   me == culprit ? recv_part : std::span<std::byte>(out));
         }) == static_cast<int>(t.size()));
+  // Called directly: exchange_packed and all_to_all_v report a bad buffer into their
+  // collective (the others waited in it); every method refuses one buffer for both sides
+  // (wrong bytes before).
+  std::vector<std::byte> packed_in(plan.send_bytes), packed_out(plan.recv_bytes - (me == culprit ? 1 : 0));
+  CHECK(ranks_that_threw(culprit, me, "packed buffers of", [&] { t.exchange_packed(plan, packed_in, packed_out); }) ==
+        static_cast<int>(t.size()));
+  std::vector<std::byte> short_out(plan.output_bytes - (me == culprit ? 1 : 0));
+  CHECK(ranks_that_threw(culprit, me, "buffers of", [&] { t.all_to_all_v(plan, in, short_out); }) ==
+        static_cast<int>(t.size()));
+  std::vector<std::byte> one(std::max(plan.send_bytes, plan.recv_bytes) +
+                             std::max(plan.input_bytes, plan.output_bytes));
+  CHECK_THROWS_WITH(t.all_to_all_w(plan, std::span<const std::byte>(one.data(), plan.input_bytes),
+                                   std::span<std::byte>(one.data(), plan.output_bytes)),
+                    Catch::Contains("overlap"));
+  CHECK_THROWS_WITH(t.all_to_all_p2p(plan, std::span<const std::byte>(one.data(), plan.input_bytes),
+                                     std::span<std::byte>(one.data() + 1, plan.output_bytes)),
+                    Catch::Contains("overlap"));
+  CHECK(ranks_that_threw(culprit, me, "overlap", [&] {
+          t.exchange_packed(plan, std::span<const std::byte>(one.data(), plan.send_bytes),
+                            me == culprit ? std::span<std::byte>(one.data(), plan.recv_bytes)
+                                          : std::span<std::byte>(packed_out.data(), plan.recv_bytes));
+        }) == static_cast<int>(t.size()));
   // one rank's samples name a modality its workload lacks: it cannot serialize them
   mmbal::workload local = local_samples(4, me);
   if (me == culprit) local.samples.push_back(mmbal::sample{7, me, {}, {{mmbal::modality_id{9}, 3, 3}}});

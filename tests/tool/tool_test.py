@@ -360,6 +360,11 @@ def bad_input_found_in_session_28(good):
     square = write("times_square.json", json.dumps({"forward": [[1] * 128] * 128, "backward": [[2] * 128] * 128}))
     p = run("pipeline", "--times", square, "--schedule", "interleaved:1024", expect=2)
     assert "16777216 operations per direction (at most 4194304)" in p.stderr, p.stderr
+    # --svg drew every operation (about 200 bytes each): gigabytes for a large simulation
+    p = run("pipeline", "--times", square, "--schedule", "interleaved:4", "--svg", os.path.join(TMP, "big.svg"),
+            expect=2)
+    assert "--svg: a panel of 128 stages x 128 micro-batches x 4 chunks has 131072 operations to draw (at most 65536)" \
+        in p.stderr, p.stderr
     # --tflops of 1e-310 or inf printed null step times with exit 0.
     for value in ("1e-310", "inf"):
         p = run("simulate", "--tflops", value, expect=2)

@@ -225,6 +225,17 @@ nlohmann::json result_json(const stage_times& t, const pipeline_result& r) {
 
 // Time lines of the schedule before (identity) and after (chosen order), one panel each per
 // rank: one row per stage, forwards blue, backwards green, labelled with the micro-batch id.
+// About 200 bytes of SVG per operation: a drawing of the largest simulations (2^23
+// operations) would take gigabytes, and no one could read it. Checked before simulating.
+void check_drawable(const std::vector<stage_times>& times, const schedule& sched) {
+  constexpr std::uint64_t max_drawn = std::uint64_t{1} << 16;
+  const std::uint64_t v = sched.kind == schedule_kind::interleaved ? sched.chunks : 1;
+  for (const stage_times& t : times)
+    if (const std::uint64_t ops = 2 * std::uint64_t{t.stages} * t.micro_batches * v; ops > max_drawn)
+      mmbal::detail::throw_invalid("--svg: a panel of ", t.stages, " stages x ", t.micro_batches, " micro-batches x ",
+                                   v, " chunks has ", ops, " operations to draw (at most ", max_drawn, "); drop --svg");
+}
+
 void write_svg(const std::string& path, const std::vector<stage_times>& times, const std::vector<pipeline_result>& rs,
                const schedule& sched, double hop) {
   constexpr double width = 1100, left = 90, right = 20, row = 18, gap = 34;
@@ -308,6 +319,7 @@ int run_pipeline(const pipeline_options& o) {
       }
     }
   }
+  if (!o.svg.empty()) check_drawable(times, sched);
   std::vector<pipeline_result> results;
   const double us = mmbal::tool::elapsed_us([&] {
     for (const stage_times& t : times) results.push_back(run_orders(t, o, sched));

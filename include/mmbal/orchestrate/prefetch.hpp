@@ -130,7 +130,7 @@ class prefetching_planner {
     }
     space_cv_.notify_all();
     ready_cv_.notify_all();
-    if (std::this_thread::get_id() == thread_.get_id()) return;
+    if (std::this_thread::get_id() == producer_id_.load()) return;
     if (thread_.joinable()) thread_.join();
     std::lock_guard lock(mutex_);
     ready_.clear();
@@ -144,6 +144,7 @@ class prefetching_planner {
 
  private:
   void produce() noexcept {
+    producer_id_.store(std::this_thread::get_id());  // before any source call (thread_ may still be assigned)
     for (std::uint64_t k = 0;; ++k) {
       orchestration out;
       {
@@ -190,6 +191,7 @@ class prefetching_planner {
   bool finished_ = false;  ///< the producer has exited (end of data, error or stop)
   bool stopping_ = false;
   std::atomic<bool> stop_flag_{false};
+  std::atomic<std::thread::id> producer_id_{};
   std::thread thread_;  // last: started once every other member exists
 };
 

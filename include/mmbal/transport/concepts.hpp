@@ -83,7 +83,7 @@ template <transport T>
   std::exception_ptr error;
   try {
     mine = serialize_samples(local);
-  } catch (const invalid_input&) {
+  } catch (...) {  // invalid_input, or bad_alloc: either way take part, then throw
     error = std::current_exception();
     mine.assign(1, metadata_failed);
   }
@@ -182,7 +182,7 @@ alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_
     check_disjoint(send, recv);
     print = fingerprint(r, item_bytes);
     if constexpr (settings_transport<T>) print ^= t.settings_fingerprint() * 0x9E3779B97F4A7C15ull;
-  } catch (const invalid_input&) {
+  } catch (...) {  // invalid_input, or bad_alloc while planning: report it into the check
     local_error = std::current_exception();
   }
   if constexpr (reducing_transport<T>) {

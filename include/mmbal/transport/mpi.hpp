@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <string>
 #include <tuple>
@@ -213,11 +214,11 @@ class mpi_transport {
   /// Sets `mpi_options::p2p_coalesce_below` (0 = every item its own message).
   void set_p2p_coalesce_below(std::uint64_t bytes) noexcept { options_.p2p_coalesce_below = bytes; }
 
-  /// A hash of the settings that decide what `all_to_all` sends (method, coalescing
-  /// threshold); `execute` folds it into the plan fingerprint it checks across ranks.
+  /// A hash of the settings that decide what `all_to_all` sends (the method, and with `p2p`
+  /// the coalescing threshold); `execute` folds it into the plan fingerprint it checks.
   [[nodiscard]] std::uint64_t settings_fingerprint() const noexcept {
-    return (options_.p2p_coalesce_below * 0xBF58476D1CE4E5B9ull) ^
-           (std::uint64_t{1} + static_cast<unsigned>(options_.method));
+    const std::uint64_t threshold = options_.method == mpi_method::p2p ? options_.p2p_coalesce_below : 0;
+    return (threshold * 0xBF58476D1CE4E5B9ull) ^ (std::uint64_t{1} + static_cast<unsigned>(options_.method));
   }
   /// `MPI_Barrier` on the transport's communicator.
   void barrier() {
@@ -261,11 +262,11 @@ class mpi_transport {
   }
 
   /// Executes this rank's plan with the configured method (see `mpi_options`). Collective.
-  /// Throws `invalid_input` locally if the plan is inconsistent or the buffers have the wrong
-  /// size — a local throw leaves the other ranks waiting, so call through `execute`, which
-  /// checks collectively first.
+  /// Throws `invalid_input` if the plan is inconsistent or the buffers have the wrong size or
+  /// overlap: `alltoallv` (and `exchange_packed`) report that into their collective, so every
+  /// rank throws; `p2p` and `alltoallw` throw locally, which leaves the other ranks waiting —
+  /// call through `execute`, which checks collectively first.
   void all_to_all(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
-    check_disjoint(send, recv);
     switch (options_.method) {
       case mpi_method::alltoallw:
         all_to_all_w(plan, send, recv);
@@ -285,21 +286,23 @@ class mpi_transport {
   /// `exchange_packed` whole (see the file doc). Memory: local payload + received payload (the
   /// staging copies) + O(plan).
   void all_to_all_v(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
-    check_plan(plan, send.size(), recv.size());
+    const rank_t me = rank_;
+    const bool narrow = agree_on_exchange(plan, [&] {
+      check_plan(plan, send, recv);
+      if (plan.recv_counts[me] != plan.send_counts[me])
+        mmbal::detail::throw_invalid("mpi_transport::all_to_all_v: rank ", me, " keeps ", plan.send_counts[me],
+                                     " bytes on the send side but ", plan.recv_counts[me], " on the receive side");
+    });
     send_.resize(plan.send_bytes);
     recv_.resize(plan.recv_bytes);
-    if (!every_plan_fits_int(plan)) {
+    if (!narrow) {
       mmbal::pack(plan, send, std::span<std::byte>(send_));
-      exchange_packed(plan, send_, recv_);
+      exchange_packed_w(plan, send_, recv_);
       mmbal::unpack(plan, std::span<const std::byte>(recv_), recv);
       return;
     }
-    const rank_t me = rank_;
     const std::uint64_t self_send = plan.send_displs[me], self_recv = plan.recv_displs[me];
     const std::uint64_t self_bytes = plan.send_counts[me];
-    if (plan.recv_counts[me] != self_bytes)
-      mmbal::detail::throw_invalid("mpi_transport::all_to_all_v: rank ", me, " keeps ", self_bytes,
-                                   " bytes on the send side but ", plan.recv_counts[me], " on the receive side");
     // Whether an item at packed position `at` lies in the self part [begin, begin + n); a
     // zero-size item carries nothing and counts as kept (it is never copied).
     const auto is_self = [](std::uint64_t at, std::uint64_t size, std::uint64_t begin, std::uint64_t n) {
@@ -342,7 +345,7 @@ class mpi_transport {
   /// from p (`recv_regions`); adjacent items are merged into one block. No user-level copy.
   /// Datatypes are built and freed per call: O(items) MPI type calls.
   void all_to_all_w(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
-    check_plan(plan, send.size(), recv.size());
+    check_plan(plan, send, recv);
     const peer_regions out = send_regions(plan);
     const peer_regions in = recv_regions(plan);
     detail::mpi_type_set types;
@@ -375,7 +378,7 @@ class mpi_transport {
   /// single-copy path (Linux CMA in OpenMPI) where `alltoallw`'s non-contiguous datatypes
   /// cannot. Memory: the small items' staging. Collective (every rank calls it).
   void all_to_all_p2p(const alltoall_plan& plan, std::span<const std::byte> send, std::span<std::byte> recv) {
-    check_plan(plan, send.size(), recv.size());
+    check_plan(plan, send, recv);
     const std::vector<rank_t> to = item_peers(plan.send_counts, plan.pack_sizes);
     const std::vector<rank_t> from = item_peers(plan.recv_counts, plan.unpack_sizes);
     const std::uint64_t small = options_.p2p_coalesce_below;
@@ -460,12 +463,12 @@ class mpi_transport {
   }
 
   /// The raw exchange of already packed buffers (`plan.send_bytes` / `plan.recv_bytes`):
-  /// `MPI_Alltoallv` of bytes when every count and displacement fits `int`, else
-  /// `exchange_packed_w` (see the file doc). Collective.
+  /// `MPI_Alltoallv` of bytes when every rank's counts and displacements fit `int`, else
+  /// `exchange_packed_w` (see the file doc). Collective; a rank's bad plan or buffers throw
+  /// on every rank (see `agree_on_exchange`).
   void exchange_packed(const alltoall_plan& plan, std::span<const std::byte> packed_send,
                        std::span<std::byte> packed_recv) {
-    check_packed(plan, packed_send.size(), packed_recv.size());
-    if (!every_plan_fits_int(plan)) {
+    if (!agree_on_exchange(plan, [&] { check_packed(plan, packed_send, packed_recv); })) {
       exchange_packed_w(plan, packed_send, packed_recv);
       return;
     }
@@ -479,7 +482,7 @@ class mpi_transport {
   /// `exchange_packed` uses it when a plan exceeds `INT_MAX` bytes. Collective.
   void exchange_packed_w(const alltoall_plan& plan, std::span<const std::byte> packed_send,
                          std::span<std::byte> packed_recv) {
-    check_packed(plan, packed_send.size(), packed_recv.size());
+    check_packed(plan, packed_send, packed_recv);
     detail::mpi_type_set types;
     std::vector<MPI_Datatype> send_types(size_), recv_types(size_);
     std::vector<int> send_counts(size_), recv_counts(size_), zero(size_, 0);
@@ -515,8 +518,10 @@ class mpi_transport {
     return ints_.data();
   }
 
-  void check_packed(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+  void check_packed(const alltoall_plan& plan, std::span<const std::byte> send, std::span<const std::byte> recv) const {
     require_comm();
+    check_disjoint(send, recv);
+    const std::size_t send_size = send.size(), recv_size = recv.size();
     if (plan.rank != rank_ || plan.ranks != size_)
       mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
                                    " but this communicator is rank ", rank_, " of ", size_);
@@ -526,15 +531,32 @@ class mpi_transport {
                                    " bytes, the plan needs ", plan.send_bytes, " and ", plan.recv_bytes);
   }
 
-  /// Whether every rank's counts and displacements fit `int` (one `MPI_LAND` all-reduce):
-  /// all ranks must pick the same collective.
-  bool every_plan_fits_int(const alltoall_plan& plan) {
-    int fits =
-        detail::fits_int(plan.send_counts, plan.send_displs) && detail::fits_int(plan.recv_counts, plan.recv_displs)
-            ? 1
-            : 0;
-    MMBAL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_LAND, comm_));
-    return fits != 0;
+  /// Runs this rank's `checks`, then one `MPI_MIN` all-reduce of {checks passed, counts and
+  /// displacements fit `int`}: a rank whose checks threw rethrows its error after it and the
+  /// others throw `runtime_failure` (nobody waits in the exchange for it), and all ranks pick
+  /// the same collective (ranks choosing by their own plan called different ones and hung
+  /// when only some crossed `INT_MAX`). Returns whether every rank's plan fits `int`.
+  template <class Checks>
+  bool agree_on_exchange(const alltoall_plan& plan, Checks&& checks) {
+    require_comm();
+    std::exception_ptr error;
+    int v[2] = {1, 0};
+    try {
+      checks();
+      v[1] =
+          detail::fits_int(plan.send_counts, plan.send_displs) && detail::fits_int(plan.recv_counts, plan.recv_displs)
+              ? 1
+              : 0;
+    } catch (...) {
+      error = std::current_exception();
+      v[0] = 0;
+    }
+    MMBAL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, comm_));
+    if (error) std::rethrow_exception(error);
+    if (v[0] == 0)
+      mmbal::detail::throw_runtime("mpi_transport on rank ", rank_, " of ", size_,
+                                   ": another rank's plan or buffers are invalid (it throws invalid_input naming why)");
+    return v[1] != 0;
   }
 
   /// A moved-from transport has no communicator; MPI would abort the job on its use.
@@ -542,13 +564,14 @@ class mpi_transport {
     if (comm_ == MPI_COMM_NULL) mmbal::detail::throw_invalid("mpi_transport: used after it was moved from");
   }
 
-  void check_plan(const alltoall_plan& plan, std::size_t send_size, std::size_t recv_size) const {
+  void check_plan(const alltoall_plan& plan, std::span<const std::byte> send, std::span<const std::byte> recv) const {
     require_comm();
     if (plan.rank != rank_ || plan.ranks != size_)
       mmbal::detail::throw_invalid("mpi_transport: plan is for rank ", plan.rank, " of ", plan.ranks,
                                    " but this communicator is rank ", rank_, " of ", size_);
     validate_peer_layout(plan);
-    check_buffers(plan, send_size, recv_size);
+    check_buffers(plan, send.size(), recv.size());
+    check_disjoint(send, recv);
   }
 
   void free_comm() noexcept {
