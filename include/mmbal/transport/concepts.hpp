@@ -114,21 +114,31 @@ template <reducing_transport T>
   return agreement{~v[1], v[0], v[2] == 0};
 }
 
+namespace detail {
+/// Throws `runtime_failure` unless `a` says every rank was ok and agreed (the message gives
+/// this rank's fingerprint and the global min and max).
+template <transport T>
+void throw_unless_agreed(const T& t, const agreement& a, std::uint64_t fingerprint, bool local_ok) {
+  if (!a.all_ok)
+    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(), ": ",
+                                 local_ok ? "another rank's" : "this rank's",
+                                 " plan or buffers are invalid (that rank throws invalid_input naming why)");
+  if (a.min_fingerprint != a.max_fingerprint)
+    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
+                                 ": ranks disagree on the plan (fingerprint here ", fingerprint, ", min ",
+                                 a.min_fingerprint, ", max ", a.max_fingerprint,
+                                 "); the gathered metadata, the planner or the transport's settings (method, "
+                                 "coalescing threshold) differ between ranks");
+}
+}  // namespace detail
+
 /// Collective check that every rank holds the same plan: throws `runtime_failure` on EVERY
 /// rank (none hangs, none proceeds) if the fingerprints differ or some rank's `local_ok` is
 /// false; the message gives this rank's fingerprint and the global min and max.
 /// Cost: one all-reduce of three words. @see docs/DESIGN.md §5.5 (plan fingerprint)
 template <reducing_transport T>
 void check_agreement(T& t, std::uint64_t fingerprint, bool local_ok = true) {
-  const agreement a = reduce_agreement(t, fingerprint, local_ok);
-  if (!a.all_ok)
-    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
-                                 ": some rank's buffers do not match its plan", local_ok ? "" : " (this one)");
-  if (a.min_fingerprint != a.max_fingerprint)
-    mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
-                                 ": ranks disagree on the plan (fingerprint here ", fingerprint, ", min ",
-                                 a.min_fingerprint, ", max ", a.max_fingerprint,
-                                 "); the gathered metadata or the planner differ between ranks");
+  detail::throw_unless_agreed(t, reduce_agreement(t, fingerprint, local_ok), fingerprint, local_ok);
 }
 
 /// Options of `execute`.
@@ -189,16 +199,7 @@ alltoall_plan execute(T& t, const rearrangement& r, std::span<const std::uint64_
     if (options.check) {
       const agreement a = reduce_agreement(t, print, local_error == nullptr);
       if (local_error) std::rethrow_exception(local_error);
-      if (!a.all_ok)
-        mmbal::detail::throw_runtime(
-            "plan check on rank ", t.rank(), " of ", t.size(),
-            ": another rank's plan or buffers are invalid (it throws invalid_input naming why)");
-      if (a.min_fingerprint != a.max_fingerprint)
-        mmbal::detail::throw_runtime("plan check on rank ", t.rank(), " of ", t.size(),
-                                     ": ranks disagree on the plan (fingerprint here ", print, ", min ",
-                                     a.min_fingerprint, ", max ", a.max_fingerprint,
-                                     "); the gathered metadata, the planner or the transport's settings (",
-                                     "method, coalescing threshold) differ between ranks");
+      detail::throw_unless_agreed(t, a, print, true);
     }
   }
   if (local_error) std::rethrow_exception(local_error);

@@ -554,8 +554,9 @@ class mpi_transport {
     MMBAL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, comm_));
     if (error) std::rethrow_exception(error);
     if (v[0] == 0)
-      mmbal::detail::throw_runtime("mpi_transport on rank ", rank_, " of ", size_,
-                                   ": another rank's plan or buffers are invalid (it throws invalid_input naming why)");
+      mmbal::detail::throw_runtime(
+          "mpi_transport on rank ", rank_, " of ", size_,
+          ": another rank's plan or buffers are invalid (that rank throws invalid_input naming why)");
     return v[1] != 0;
   }
 
