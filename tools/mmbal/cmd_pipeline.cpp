@@ -59,7 +59,8 @@ nlohmann::json read_json_file(const std::string& path) {
 // skipped as if absent, which would silently keep a frozen module trainable.
 void check_keys(const nlohmann::json& object, std::initializer_list<const char*> known, const std::string& path,
                 const std::string& at) {
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) != known.end()) continue;
     std::string names;
     for (const char* k : known) names += std::string(names.empty() ? "" : ", ") + k;
