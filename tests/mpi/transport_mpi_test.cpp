@@ -46,6 +46,25 @@ mmbal::workload local_samples(std::uint64_t seed, rank_t rank) {
   return w;
 }
 
+/// Runs `execute` on every rank, each expecting `runtime_failure` containing `message`;
+/// returns how many ranks threw it (all of them, or the plan check let a rank through).
+int ranks_that_disagreed(mpi_transport& t, const mmbal::rearrangement& r, const std::vector<std::uint64_t>& sizes,
+                         const std::string& message) {
+  const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
+  std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes);
+  int threw = 0;
+  try {
+    execute(t, r, sizes, in, out);
+  } catch (const mmbal::runtime_failure& e) {
+    threw = 1;
+    CHECK_THAT(e.what(), Catch::Contains(message));
+  }
+  CHECK(threw == 1);
+  int all = 0;
+  MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
 }  // namespace
 
 TEST_CASE("mpi: rank, size and a duplicated communicator") {
@@ -195,19 +214,7 @@ TEST_CASE("mpi: one rank's altered metadata makes every rank throw, none hangs")
         sizes.push_back(items.weights[i]);
       }
       const auto r = mmbal::rearrangement::from_origin(items.origin, mmbal::assignment::from_partition(target));
-      const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
-      std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes);
-      int threw = 0;
-      try {
-        execute(t, r, sizes, in, out);
-      } catch (const mmbal::runtime_failure& e) {
-        threw = 1;
-        CHECK_THAT(e.what(), Catch::Contains("disagree"));
-      }
-      CHECK(threw == 1);
-      int all = 0;
-      MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-      CHECK(all == static_cast<int>(t.size()));
+      CHECK(ranks_that_disagreed(t, r, sizes, "disagree") == static_cast<int>(t.size()));
     }
   }
 }
@@ -338,18 +345,7 @@ TEST_CASE("mpi: a setting that differs on one rank throws on every rank, none co
     const bool culprit = t.rank() == 0;
     if (culprit && setting == 0) t.set_p2p_coalesce_below(0);
     if (culprit && setting == 1) t.set_method(mpi_method::alltoallw);
-    const auto plan = mmbal::make_alltoall_plan(r, sizes, t.rank());
-    std::vector<std::byte> in(plan.input_bytes), out(plan.output_bytes);
-    int threw = 0;
-    try {
-      execute(t, r, sizes, in, out);
-    } catch (const mmbal::runtime_failure& e) {
-      threw = 1;
-      CHECK_THAT(e.what(), Catch::Contains("transport's settings"));
-    }
-    int all = 0;
-    MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(all == static_cast<int>(t.size()));
+    CHECK(ranks_that_disagreed(t, r, sizes, "transport's settings") == static_cast<int>(t.size()));
   }
 }
 
