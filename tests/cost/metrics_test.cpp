@@ -77,12 +77,27 @@ TEST_CASE("traffic counts moved items, bytes and inter-node bytes") {
   CHECK(mmbal::placement_traffic(origin, to, bytes, 0).inter_node_bytes == 0);
 }
 
+TEST_CASE("traffic refuses moved bytes beyond 2^64 - 1 instead of wrapping", "[metrics]") {
+  const std::vector<mmbal::rank_t> origin{0, 0, 0};
+  const mmbal::partition to{2, {1, 1, 0}};
+  const std::uint64_t big = std::uint64_t{1} << 63;
+  CHECK(mmbal::placement_traffic(origin, to, std::vector<std::uint64_t>{big - 1, big, 7}, 0).moved_bytes ==
+        ~std::uint64_t{0});  // the largest total still counts exactly
+  CHECK_THROWS_AS(mmbal::placement_traffic(origin, to, std::vector<std::uint64_t>{big, big, 7}, 0),
+                  mmbal::invalid_input);
+  CHECK_THROWS_WITH(mmbal::placement_traffic(origin, to, std::vector<std::uint64_t>{big, big, 7}, 0),
+                    Catch::Contains("moved bytes exceeds 2^64 - 1"));
+}
+
 TEST_CASE("pad ratio and dist ratio follow OmniBal eq. 1 and 2") {
   const std::vector<std::uint64_t> batch{4, 2, 2};
   CHECK(mmbal::pad_ratio(batch) == Approx((0.0 + 2 + 2) / (4 * 3)));
   const std::vector<std::uint64_t> devices{100, 100};
   CHECK(mmbal::dist_ratio(devices) == 0.0);
   CHECK(mmbal::pad_ratio(std::vector<std::uint64_t>{}) == 0.0);
+  // Σ (t_max − t_i) = 3 · (2^64 − 1) leaves 64 bits: the ratio is still 3 / 4, not a wrapped sum.
+  const std::uint64_t top = ~std::uint64_t{0};
+  CHECK(mmbal::pad_ratio(std::vector<std::uint64_t>{top, 0, 0, 0}) == Approx(0.75));
 }
 
 TEST_CASE("bin_loads and traffic refuse bin counts above max_ranks before allocating", "[metrics]") {

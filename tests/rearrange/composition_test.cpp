@@ -223,4 +223,17 @@ TEST_CASE("move_traffic and rearrangement_traffic count node crossings against a
   CHECK(mmbal::move_traffic(from, to, bytes, 4'000'000'000u).inter_node_bytes == 5);
   CHECK_THROWS_WITH(mmbal::move_traffic(from, to, std::vector<std::uint64_t>{}, 8),
                     Catch::Contains("move_traffic") && Catch::Contains("0 item_bytes"));
+  // Byte totals beyond 2^64 - 1 are refused, not wrapped: in one count, and in the sum of the
+  // composition's two hops (each hop alone fits).
+  const std::uint64_t half = std::uint64_t{1} << 63;
+  const std::vector<location> a{{0, 0}, {0, 0}}, b{{1, 0}, {1, 0}};
+  CHECK_THROWS_WITH(mmbal::move_traffic(a, b, std::vector<std::uint64_t>{half, half}, 0),
+                    Catch::Contains("moved bytes exceeds 2^64 - 1"));
+  const rearrangement composed{2, std::vector<location>{{0, 0}}, std::vector<location>{{1, 0}}};
+  CHECK(mmbal::compare_composition(composed, std::vector<location>{{0, 0}}, std::vector<std::uint64_t>{half}, 0)
+            .two_hop.moved_bytes == half);  // home = source: one hop moves, the other does not
+  const std::vector<location> third{{2, 0}};
+  const rearrangement wide{3, composed.source, composed.destination};
+  CHECK_THROWS_WITH(mmbal::compare_composition(wide, third, std::vector<std::uint64_t>{half}, 0),
+                    Catch::Contains("two hops' bytes exceeds 2^64 - 1"));
 }

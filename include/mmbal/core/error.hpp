@@ -4,6 +4,8 @@
 /// parameters (not on programming errors inside mmbal) is reported by throwing one of them,
 /// with a message that names the offending value.
 
+#include <cstdint>
+#include <limits>
 #include <locale>
 #include <sstream>
 #include <stdexcept>
@@ -61,6 +63,13 @@ template <class... Args>
 template <class... Args>
 [[noreturn]] void throw_runtime(Args&&... args) {
   throw runtime_failure(concat(std::forward<Args>(args)...));
+}
+
+/// a + b, throwing `invalid_input` "<what> exceeds 2^64 - 1" when the sum leaves 64 bits
+/// (byte and row totals of absurd inputs).
+[[nodiscard]] inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b, const char* what) {
+  if (b > std::numeric_limits<std::uint64_t>::max() - a) throw_invalid(what, " exceeds 2^64 - 1");
+  return a + b;
 }
 
 }  // namespace detail

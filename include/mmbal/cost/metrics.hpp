@@ -132,12 +132,13 @@ namespace detail {
 
 /// Counts one item's move from rank a to rank b carrying `bytes` into `t`: nothing when a == b,
 /// inter-node bytes when node(a) ≠ node(b). The one definition of what a move costs, shared by
-/// every traffic count (here, rearrange/composition.hpp, balance/migrate.hpp).
-inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const node_map& node) noexcept {
+/// every traffic count (here, rearrange/composition.hpp, balance/migrate.hpp). Throws
+/// `invalid_input` when the moved bytes leave 64 bits rather than wrapping.
+inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const node_map& node) {
   if (a == b) return;
   ++t.moved_items;
-  t.moved_bytes += bytes;
-  if (node(a) != node(b)) t.inter_node_bytes += bytes;
+  t.moved_bytes = checked_add(t.moved_bytes, bytes, "traffic: the moved bytes");
+  if (node(a) != node(b)) t.inter_node_bytes += bytes;  // ≤ moved_bytes
 }
 
 }  // namespace detail
@@ -161,9 +162,9 @@ inline void add_move(traffic& t, rank_t a, rank_t b, std::uint64_t bytes, const 
   if (sample_tokens.empty()) return 0.0;
   const std::uint64_t t_max = *std::max_element(sample_tokens.begin(), sample_tokens.end());
   if (t_max == 0) return 0.0;
-  std::uint64_t pad = 0;
-  for (std::uint64_t t : sample_tokens) pad += t_max - t;
-  return static_cast<double>(pad) / (static_cast<double>(t_max) * static_cast<double>(sample_tokens.size()));
+  double pad = 0;  // a double: Σ (t_max − t_i) can leave 64 bits; exact below 2^53
+  for (std::uint64_t t : sample_tokens) pad += static_cast<double>(t_max - t);
+  return pad / (static_cast<double>(t_max) * static_cast<double>(sample_tokens.size()));
 }
 
 /// OmniBal eq. (2), dist ratio across N devices: Σ (T_max − T_i) / (T_max · N), with T_i the

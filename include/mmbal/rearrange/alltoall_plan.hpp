@@ -72,16 +72,6 @@ struct alltoall_plan {
   friend bool operator==(const alltoall_plan&, const alltoall_plan&) = default;
 };
 
-namespace detail {
-
-/// a + b, throwing when the sum leaves 64 bits (sizes of absurd plans).
-inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
-  if (b > std::numeric_limits<std::uint64_t>::max() - a) throw_invalid("alltoall_plan: total size exceeds 2^64 - 1");
-  return a + b;
-}
-
-}  // namespace detail
-
 /// Builds `rank`'s all-to-all plan for rearrangement `r` with `item_bytes[i]` units for item i
 /// (bytes or elements; zero-size items are allowed and still listed).
 ///
@@ -119,11 +109,11 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
   std::vector<std::uint64_t> input_offset(input_order.size()), output_offset(output_order.size());
   for (std::size_t s = 0; s < input_order.size(); ++s) {
     input_offset[s] = p.input_bytes;
-    p.input_bytes = detail::checked_add(p.input_bytes, item_bytes[input_order[s]]);
+    p.input_bytes = detail::checked_add(p.input_bytes, item_bytes[input_order[s]], "alltoall_plan: total size");
   }
   for (std::size_t s = 0; s < output_order.size(); ++s) {
     output_offset[s] = p.output_bytes;
-    p.output_bytes = detail::checked_add(p.output_bytes, item_bytes[output_order[s]]);
+    p.output_bytes = detail::checked_add(p.output_bytes, item_bytes[output_order[s]], "alltoall_plan: total size");
   }
 
   // Send order: by destination location (rank, slot), unique per item.

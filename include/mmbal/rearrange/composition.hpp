@@ -246,8 +246,9 @@ struct composition_traffic {
     detail::add_move(back, from, home, item_bytes[i], node);
     detail::add_move(on, home, to, item_bytes[i], node);
   }
-  c.two_hop = traffic{back.moved_items + on.moved_items, back.moved_bytes + on.moved_bytes,
-                      back.inter_node_bytes + on.inter_node_bytes};
+  const char* what = "compare_composition: the two hops' bytes";
+  c.two_hop = traffic{back.moved_items + on.moved_items, detail::checked_add(back.moved_bytes, on.moved_bytes, what),
+                      detail::checked_add(back.inter_node_bytes, on.inter_node_bytes, what)};
   return c;
 }
 
