@@ -579,6 +579,16 @@ def case_pipeline():
         assert sorted(x["order"]) == list(range(8)) and x["makespan"] <= x["orders"]["identity"]
     assert r["step_makespan"] == max(x["makespan"] for x in r["per_rank"]) <= r["step_makespan_identity"]
     assert open(svg).read().count("<rect") > 4 * 2 * 2 * 3 * 8
+    p = run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", "--micro-batches", "8")
+    assert "warning" not in p.stderr, p.stderr
+    # A misspelt phase costs 0 like a modality the batch lacks; the tool says so on stderr.
+    model["stages"][0]["modules"][1]["phase"] = "adio"
+    with open(mpath, "w") as f:
+        json.dump(model, f)
+    p = run("pipeline", "--input", wpath, "--model", mpath, "--ranks", "4", "--micro-batches", "8", "--json")
+    assert (f"warning: {mpath}: stages[0].modules[1].phase 'adio' is in no sample of {wpath} (its modalities: "
+            in p.stderr and "the module costs 0" in p.stderr), p.stderr
+    assert p.stderr.count("warning") == 1 and json.loads(p.stdout)["stages"] == 3
     # bad input: exit 2 naming the file and the field
     bad = [({"forward": [[1, 2], [3, -1]], "backward": [[1, 1], [1, 1]]}, "forward[1][1]"),
            ({"forward": [[1, 2], [3]], "backward": [[1, 1], [1, 1]]}, "forward[1]"),

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <sstream>
 
@@ -283,6 +284,22 @@ void write_svg(const std::string& path, const std::vector<stage_times>& times, c
   if (!out) mmbal::detail::throw_invalid("--svg '", path, "': write failed");
 }
 
+// A module whose phase no sample carries costs 0 (a batch may lack a modality the model has),
+// so a misspelt phase would silently drop the module's time: say so on stderr.
+void warn_absent_phases(const pipeline_model& model, const mmbal::workload& w, const std::string& model_path,
+                        const std::string& input_path) {
+  for (std::size_t s = 0; s < model.stages.size(); ++s)
+    for (std::size_t k = 0; k < model.stages[s].modules.size(); ++k) {
+      const std::string& phase = model.stages[s].modules[k].phase;
+      if (phase == "llm" || w.find_modality(phase)) continue;
+      std::string known;
+      for (const std::string& m : w.modalities) known += (known.empty() ? "" : ", ") + m;
+      std::cerr << "mmbal: warning: " << model_path << ": stages[" << s << "].modules[" << k << "].phase '" << phase
+                << "' is in no sample of " << input_path << " (its modalities: " << (known.empty() ? "none" : known)
+                << "); the module costs 0\n";
+    }
+}
+
 int run_pipeline(const pipeline_options& o) {
   const schedule sched = mmbal::spec::parse_schedule(o.schedule);
   if (!(std::isfinite(o.hop) && o.hop >= 0)) mmbal::detail::throw_invalid("--hop ", o.hop, ": must be >= 0");
@@ -299,6 +316,7 @@ int run_pipeline(const pipeline_options& o) {
     if (o.micro_batches == 0) mmbal::detail::throw_invalid("--micro-batches: must be > 0");
     const pipeline_model model = read_model(o.model);
     const mmbal::workload w = mmbal::tool::read_workload(o.input, o.ranks);
+    warn_absent_phases(model, w, o.model, o.input);
     // More micro-batches than samples are all empty but cost O(p·M²) to order (disttrain).
     if (o.micro_batches > w.samples.size())
       mmbal::detail::throw_invalid("--micro-batches = ", o.micro_batches, " exceeds the ", w.samples.size(),
