@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <span>
 #include <string>
@@ -70,7 +71,16 @@ struct step_time {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {  // no options
+    const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
+    std::fprintf(help ? stdout : stderr,
+                 "%susage: custom_partitioner (no options): a user's partitioner and cost through mmbal's "
+                 "orchestrator,\ncompared with lpt (see the comment at the top of "
+                 "examples/custom_partitioner/main.cpp)\n",
+                 help ? "" : "custom_partitioner: takes no arguments\n");
+    return help ? 0 : 2;
+  }
   namespace orch = mmbal::orchestrate;
   mmbal::generator_options g;
   g.samples = 64 * 40;

@@ -2,7 +2,8 @@
 // exchange and compute run on the MPI ranks, the loader's prefetch thread gathers step k+1's
 // metadata and plans it with the orchestrator (`orchestrate::prefetching_planner`). Run:
 //   mpiexec --allow-run-as-root --oversubscribe -np 4 build/<dir>/examples/dataloader/dataloader
-//       [--steps 8] [--samples-per-rank 16] [--compute-ms 20] [--no-prefetch] [--check-inline]
+//       [--steps N] [--samples-per-rank N] [--compute-ms MS] [--no-prefetch] [--check-inline] [--help]
+//   (defaults: 8 steps, 16 samples per rank, 0 ms of compute; the benchmark uses --compute-ms 20)
 //
 // Every step:
 //  1. (prefetch thread, one step ahead) every rank generates its samples from (seed, step,
@@ -55,7 +56,14 @@ using clock_type = std::chrono::steady_clock;
 constexpr std::uint64_t seed = 2026;
 constexpr std::uint64_t bytes_per_token = 4;
 
+constexpr const char* usage =
+    "usage: mpiexec -np R dataloader [--steps N (default 8)] [--samples-per-rank N (default 16)]\n"
+    "       [--compute-ms MS (default 0)] [--no-prefetch] [--check-inline] [--help]\n"
+    "Plans step k+1 on a prefetch thread while step k's exchange and compute run; checks every\n"
+    "delivered byte (see the comment at the top of examples/dataloader/main.cpp).\n";
+
 struct settings {
+  bool help = false;
   std::uint64_t steps = 8;
   std::uint64_t samples_per_rank = 16;
   double compute_ms = 0;
@@ -214,7 +222,9 @@ std::optional<settings> parse(int argc, char** argv) {
       }
     };
     std::optional<double> v;
-    if (a == "--no-prefetch") {
+    if (a == "--help" || a == "-h") {
+      cfg.help = true;
+    } else if (a == "--no-prefetch") {
       cfg.prefetch = false;
     } else if (a == "--check-inline") {
       cfg.check_inline = true;
@@ -225,8 +235,7 @@ std::optional<settings> parse(int argc, char** argv) {
     } else if (a == "--compute-ms" && (v = value()) && *v <= 1e6) {
       cfg.compute_ms = *v;
     } else {
-      std::fprintf(stderr, "dataloader: bad argument '%s' (see the usage at the top of examples/dataloader/main.cpp)\n",
-                   a.c_str());
+      std::fprintf(stderr, "dataloader: bad argument '%s'\n%s", a.c_str(), usage);
       return std::nullopt;
     }
   }
@@ -242,11 +251,17 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::optional<settings> cfg = parse(argc, argv);
   // Every rank must run the same steps (each is collective): a rank with a bad argument, or
-  // with other --steps / --samples-per-rank, would leave the others waiting in a collective.
-  std::uint64_t mine[4] = {cfg ? 0u : 1u, cfg ? cfg->steps : 0, cfg ? ~cfg->steps : 0, 0};
+  // with other --steps / --samples-per-rank, would leave the others waiting in a collective;
+  // --help on any rank ends every rank.
+  std::uint64_t mine[5] = {cfg ? 0u : 1u, cfg ? cfg->steps : 0, cfg ? ~cfg->steps : 0, 0, cfg && cfg->help};
   if (cfg) mine[3] = cfg->samples_per_rank;
-  std::uint64_t most[4] = {};
-  MPI_Allreduce(mine, most, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  std::uint64_t most[5] = {};
+  MPI_Allreduce(mine, most, 5, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (most[4] != 0 && most[0] == 0) {
+    if (rank == 0) std::fputs(usage, stdout);
+    MPI_Finalize();
+    return 0;
+  }
   std::uint64_t least_samples = mine[3];
   MPI_Allreduce(MPI_IN_PLACE, &least_samples, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   if (most[0] != 0 || most[1] != ~most[2] || most[3] != least_samples) {

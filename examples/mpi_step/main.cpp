@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <string>
@@ -290,6 +291,19 @@ int run(transport::mpi_transport& t) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // No options (mpiexec gives every rank the same arguments, so every rank leaves here alike).
+  if (argc > 1) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
+    if (rank == 0)
+      std::fprintf(help ? stdout : stderr,
+                   "%susage: mpiexec -np R mpi_step (no options): one training step's data movement with mmbal over "
+                   "MPI,\nevery byte checked (see the comment at the top of examples/mpi_step/main.cpp)\n",
+                   help ? "" : "mpi_step: takes no arguments\n");
+    MPI_Finalize();
+    return help ? 0 : 2;
+  }
   int status = 0;
   try {
     transport::mpi_transport t;

@@ -16,7 +16,7 @@ The loss is a SUM over the batch's text targets divided by the GLOBAL target cou
 gradients are all-reduced (sum), so placement cannot change them: the two runs must give the
 same loss, the same per-sample losses and the same gradient of every parameter (float64,
 relative 1e-6). Run ``python3 examples/torch_step/train.py`` (needs ``mmbal`` importable, e.g.
-``PYTHONPATH=build/release/python``); ``--check`` exits 1 on any mismatch. With ``--prefetch``
+``PYTHONPATH=build/test/python``); ``--check`` exits 1 on any mismatch. With ``--prefetch``
 each step's plan comes from ``mmbal.torch.PrefetchingBalancer``: step k+1 is gathered and
 planned on a thread (on a process group of its own) while step k trains.
 """

@@ -1,6 +1,8 @@
 #pragma once
 /// @file
-/// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL).
+/// Umbrella header: every host-only public header of mmbal (no MPI, CUDA or NCCL), except the
+/// by-name dispatch of `spec/` (every algorithm with every cost: include `<mmbal/spec/spec.hpp>`
+/// where it is needed, or compile it once, docs/DESIGN.md §2).
 
 #include <mmbal/balance/constraints.hpp>
 #include <mmbal/balance/conv_lpt.hpp>
@@ -25,6 +27,7 @@
 #include <mmbal/mask/mask.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/orchestrate/prefetch.hpp>
 #include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/rearrange/rearrange.hpp>
 #include <mmbal/sampling/grouping.hpp>

@@ -414,7 +414,8 @@ def bad_input_found_in_session_28(good):
     # Integers were read with strtoull in base 0: "0100" was 64 samples, "-5" wrapped to 2^64 - 5.
     for args, flag in ((["generate", "--family", "llava", "--samples", "0100"], "--samples"),
                        (["isf", "--input", good, "--ranks", "2", "--qv", "-1", "--qt", "5"], "--qv"),
-                       (["generate", "--family", "llava", "--samples", "4", "--seed", "0x10"], "--seed")):
+                       (["generate", "--family", "llava", "--samples", "4", "--seed", "0x10"], "--seed"),
+                       (["generate", "--family", "llava", "--samples", "+4"], "--samples")):
         p = run(*args, expect=2)
         assert flag in p.stderr and "is not a plain decimal" in p.stderr, (args, p.stderr)
     # samples per rank x ranks wrapped: 2 x 2^63 ran on 0 samples with exit 0
@@ -428,6 +429,16 @@ def bad_input_found_in_session_28(good):
         with open("/dev/full", "w") as full:
             p = subprocess.run([MMBAL, *args], stdout=full, stderr=subprocess.PIPE, text=True)
         assert p.returncode == 1 and "mmbal: error:" in p.stderr and "internal" not in p.stderr, (args, p.returncode, p.stderr)
+    # ... and to a file an option names (it was exit 2, the bad-input code); a path that cannot
+    # be opened stays exit 2.
+    for args, flag in ((["generate", "--family", "llava", "--samples", "5", "-o", "/dev/full"], "--output"),
+                       (["simulate", "--ranks", "8", "--svg", "/dev/full"], "--svg"),
+                       (["pipeline", "--times", write("times_svg.json", '{"forward":[[1,2]],"backward":[[2,1]]}'),
+                         "--svg", "/dev/full"], "--svg")):
+        p = run(*args, expect=1)
+        assert f"{flag} '/dev/full': write failed" in p.stderr, (args, p.stderr)
+    p = run("generate", "--family", "llava", "--samples", "5", "-o", os.path.join(TMP, "no", "such", "dir"), expect=2)
+    assert "cannot open for writing" in p.stderr, p.stderr
 
 
 def isf_sizes(samples, vision):

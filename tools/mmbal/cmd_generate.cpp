@@ -1,4 +1,5 @@
 // `mmbal generate`: writes a realistic workload as JSONL (docs/DESIGN.md §6, docs/WORKLOADS.md).
+#include "common.hpp"
 #include "tool.hpp"
 
 #include <mmbal/workload/generators.hpp>
@@ -95,11 +96,7 @@ int run_generate(const generate_state& s) {
     std::cout.flush();
     if (!std::cout) mmbal::detail::throw_runtime("generate: writing to stdout failed");
   } else {
-    std::ofstream out(s.output, std::ios::binary);
-    if (!out) mmbal::detail::throw_invalid("--output '", s.output, "': cannot open for writing");
-    mmbal::write_jsonl(out, w);
-    out.flush();
-    if (!out) mmbal::detail::throw_invalid("--output '", s.output, "': write failed");
+    mmbal::tool::write_file("--output", s.output, [&](std::ostream& out) { mmbal::write_jsonl(out, w); });
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <mmbal/spec/pipeline.hpp>
 #include <mmbal/workload/jsonl.hpp>
 
+#include "common.hpp"
 #include "tool.hpp"
 #include "workload_input.hpp"
 
@@ -277,11 +278,7 @@ void write_svg(const std::string& path, const std::vector<stage_times>& times, c
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << y
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << body.str() << "</svg>\n";
-  std::ofstream out(path, std::ios::binary);
-  if (!out) mmbal::detail::throw_invalid("--svg '", path, "': cannot open for writing");
-  out << s.str();
-  out.flush();
-  if (!out) mmbal::detail::throw_invalid("--svg '", path, "': write failed");
+  mmbal::tool::write_file("--svg", path, [&](std::ostream& out) { out << s.str(); });
 }
 
 // A module whose phase no sample carries costs 0 (a batch may lack a modality the model has),

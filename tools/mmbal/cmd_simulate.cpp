@@ -15,6 +15,7 @@
 // before (every sample on its dealt rank) and after (the orchestrator's plan). Communication
 // is not added to the step time; its volume is reported (bytes = tokens × --bytes-per-token,
 // default 7168 = one bf16 hidden state of the 7B LLM).
+#include "common.hpp"
 #include "orchestrate_cli.hpp"
 #include "tool.hpp"
 
@@ -146,11 +147,7 @@ void write_svg(const std::string& path, const mmbal::orchestrate::orchestration&
       << (r.loads_before.empty() ? 0 : r.loads_before.size() - 1) << ")</text>\n";
   }
   s << "</svg>\n";
-  std::ofstream out(path, std::ios::binary);
-  if (!out) mmbal::detail::throw_invalid("--svg '", path, "': cannot open for writing");
-  out << s.str();
-  out.flush();
-  if (!out) mmbal::detail::throw_invalid("--svg '", path, "': write failed");
+  mmbal::tool::write_file("--svg", path, [&](std::ostream& out) { out << s.str(); });
 }
 
 int run_simulate(const simulate_state& s) {
@@ -275,8 +272,8 @@ const bool registered = mmbal::tool::register_command(60, [](CLI::App& app) -> s
   state->orchestrator.add_to(sub, "ranks per node; 0 = one node (default 8)",
                              "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
   state->flags.add_to(sub,
-                      "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt; image, video flops + lpt; "
-                      "audio padded-attention + padded)");
+                      "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt; image flops + lpt; video "
+                      "per-frame flops as attention:alpha=..,beta=0 + lpt; audio padded-attention + padded)");
   sub->add_option("--svg", state->svg, "write a bar chart of per-rank loads before and after to FILE");
   sub->add_flag("--json", state->json, "print one JSON object");
   return [state] { return run_simulate(*state); };

@@ -1,8 +1,12 @@
 #pragma once
-// Plain-text output shared by the tool's subcommands.
+// Output shared by the tool's subcommands: the load table, files named by an option.
 
+#include <mmbal/core/error.hpp>
+
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <string>
 #include <vector>
 
 namespace mmbal::tool {
@@ -15,6 +19,17 @@ inline void print_load_table(const std::vector<double>& before, const std::vecto
     std::cout << std::setw(6) << r << std::setw(18) << std::setprecision(6) << before[r] << std::setw(18) << after[r]
               << '\n';
   if (shown < before.size()) std::cout << "   ... (" << before.size() - shown << " more ranks)\n";
+}
+
+/// Writes the file `path` that `option` names with `write(stream)`. A path that cannot be opened
+/// is bad input (exit 2); a write that fails (a full disk) exits 1, as a failed standard output.
+template <class Write>
+void write_file(const char* option, const std::string& path, Write&& write) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) mmbal::detail::throw_invalid(option, " '", path, "': cannot open for writing");
+  write(out);
+  out.flush();
+  if (!out) mmbal::detail::throw_runtime(option, " '", path, "': write failed");
 }
 
 }  // namespace mmbal::tool

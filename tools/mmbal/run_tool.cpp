@@ -50,13 +50,14 @@ int run_tool(int argc, char** argv, std::ostream& out, std::ostream& err) {
       if (subs.size() > before) commands.emplace_back(subs.back(), std::move(run));
     }
     // CLI11 reads integers with strtoull in base 0: "010" was 8, "0x10" 16, and "-5" wrapped
-    // to 2^64 - 5 in every unsigned option. Values must be plain decimals.
+    // to 2^64 - 5 in every unsigned option. Values must be plain decimals, without a sign.
     const CLI::Validator plain_decimal(
         [](std::string& value) -> std::string {
-          const bool negative = value.size() > 1 && value[0] == '-' && (std::isdigit(value[1]) || value[1] == '.');
+          const bool has_sign =
+              value.size() > 1 && (value[0] == '-' || value[0] == '+') && (std::isdigit(value[1]) || value[1] == '.');
           const bool based =
               value.size() > 1 && value[0] == '0' && (std::isdigit(value[1]) || value[1] == 'x' || value[1] == 'X');
-          if (negative || based) return "'" + value + "' is not a plain decimal number >= 0 (no sign, no leading zero)";
+          if (has_sign || based) return "'" + value + "' is not a plain decimal number >= 0 (no sign, no leading zero)";
           return {};
         },
         "", "plain decimal");
