@@ -52,11 +52,9 @@ _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
 
 
 def _flag(value, name: str) -> bool:
-    """A flag argument: Python's or NumPy's bool, or the int 0 or 1 (a string such as "no"
-    would count as true)."""
-    if isinstance(value, (bool, _np.bool_)) or (type(value) is int and value in (0, 1)):
-        return bool(value)
-    raise Error(f"{name}: expected True or False, got {value!r}")
+    """A flag argument: Python's or NumPy's bool (a 0-d bool array or tensor too), or the int 0
+    or 1 (a string such as "no" would count as true). One rule, in ``_core.as_flag``."""
+    return _core.as_flag(value, name)
 
 
 def _assignment_from_state(rank, slot, ranks, loads, lower_bound, cost) -> "Assignment":
@@ -158,10 +156,6 @@ def balance(lengths, ranks, *, algorithm="lpt", cost="tokens", origin=None, **co
     for key in constraints:
         if key not in _CONSTRAINTS:
             raise Error(f"balance: unknown constraint {key}= (expected one of {', '.join(_CONSTRAINTS)})")
-    if not isinstance(algorithm, str):
-        raise Error(f"balance: algorithm must be a spec string, got {algorithm!r}")
-    if not isinstance(cost, str):
-        raise Error(f"balance: cost must be a spec string, got {cost!r}")
     get = constraints.get
     rank, slot, loads, lower = _core.balance(
         lengths, ranks, algorithm, cost, origin, get("count_cap"), get("capacity"), get("groups"), get("bytes"),
@@ -344,7 +338,7 @@ class Orchestrator:
     __slots__ = ("_core",)
 
     def __init__(self, ranks, *, ranks_per_node=0, policies=None, threads=None, bytes_per_token=1, relabel=True):
-        self._core = _core.Orchestrator(ranks, ranks_per_node, policies, threads, bytes_per_token, _flag(relabel, "relabel"))
+        self._core = _core.Orchestrator(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)
 
     def policy(self, phase: str) -> tuple:
         """``(cost_spec, algorithm_spec)`` that ``phase`` runs with."""
@@ -415,7 +409,7 @@ def isf(vision, text, *, qv, qt, qv_target=None, qt_target=None, iterations=10, 
     @see OmniBal 4.1, Alg. 1.
     """
     return ISFResult(*_core.isf(vision, text, qv, qt, qv_target, qt_target, iterations, seed, oversize,
-                                _flag(drop_unfilled, "drop_unfilled"), _flag(sort_tail, "sort_tail")))
+                                drop_unfilled, sort_tail))
 
 
 def distribute_tokens(workloads, ranks, *, tokens=None, block=128, distributor="lpt", seed=0) -> dict:
@@ -440,14 +434,14 @@ def distribute_tokens(workloads, ranks, *, tokens=None, block=128, distributor="
         more than 2^28 tokens (``token_indices`` holds one int64 per token).
     """
     if isinstance(workloads, BitfieldMask):
-        if tokens is not None and tokens != workloads.size:
+        # tokens= is checked as an int by the same rule as with per-block workloads first: an
+        # array or a float compared with != gave NumPy's or torch's errors, or passed.
+        if tokens is not None and _core.as_index(tokens, "tokens") != workloads.size:
             raise Error(f"distribute_tokens: tokens = {tokens} but the mask has {workloads.size} tokens")
         tokens = workloads.size
         workloads = workloads.block_workloads(block)
     elif tokens is None:
         raise Error("distribute_tokens: tokens= is required with per-block workloads")
-    if not isinstance(distributor, str):
-        raise Error(f"distribute_tokens: distributor must be a name, got {distributor!r}")
     return _core.distribute_tokens(workloads, tokens, ranks, block, distributor, seed)
 
 

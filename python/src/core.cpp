@@ -3,13 +3,13 @@
 ///
 /// Conventions for every function here:
 /// - integer arrays arrive as anything `numpy.asarray` accepts (lists, NumPy arrays, CPU torch
-///   tensors); C-contiguous arrays whose element type already has the C++ width (int32/uint32
-///   for lengths and ranks, int64/uint64 for sizes and ids) are read in place, others are
-///   converted once. Every value is range-checked before use (never wrapped by a cast); a bad
+///   tensors); every element is read once, range-checked and copied (`unsigned_view`: never
+///   read in place, since the C++ work runs without the GIL), never wrapped by a cast; a bad
 ///   value raises `mmbal.Error` (the translation of `mmbal::invalid_input`) naming the argument,
 ///   the index and the value;
 /// - results are NumPy arrays that own the C++ buffer they were computed into (no copy);
-/// - the GIL is released while C++ computes (arguments are converted and checked first).
+/// - the GIL is released while C++ computes (arguments are converted and checked first);
+/// - text arguments go through `text_arg`, flags through `as_flag`, ints through `as_index`.
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -55,7 +55,47 @@ using mmbal::detail::throw_invalid;
 constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
 constexpr std::uint64_t i64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
+// ------------------------------------------------------------------ text in
+
+/// `obj` as UTF-8 text. Throws `invalid_input` naming `name` when `obj` is not a str, cannot be
+/// encoded (a lone surrogate such as '\ud800': pybind11 raised a bare RuntimeError) or holds a
+/// NUL (the C++ side and its messages would cut the text there).
+std::string text_arg(py::handle obj, std::string_view name) {
+  if (!py::isinstance<py::str>(obj)) throw_invalid(name, ": expected a str, got ", std::string(py::repr(obj)));
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    throw_invalid(name, " = ", std::string(py::repr(obj)), " cannot be encoded as UTF-8");
+  }
+  std::string text(data, static_cast<std::size_t>(size));
+  if (text.find('\0') != std::string::npos)
+    throw_invalid(name, " = ", std::string(py::repr(obj)), " holds a NUL character");
+  return text;
+}
+
 // ------------------------------------------------------------------ arrays in
+
+/// A list or tuple that NumPy read as floats or objects although it may hold only ints (one
+/// beyond int64 makes float64 or object): read element by element as uint64, naming the first
+/// element that is not an int or lies outside [0, 2^64 - 1] (every integer argument is
+/// non-negative), instead of the dtype NumPy chose.
+py::array python_ints(py::handle obj, const char* name) {
+  const auto seq = py::reinterpret_borrow<py::sequence>(obj);
+  const std::size_t n = py::len(seq);
+  std::vector<std::uint64_t> values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const py::object x = seq[i];
+    if (!PyLong_Check(x.ptr()) || py::isinstance<py::bool_>(x))
+      throw_invalid(name, "[", i, "] = ", std::string(py::repr(x)), " is not an int");
+    values[i] = PyLong_AsUnsignedLongLong(x.ptr());
+    if (PyErr_Occurred() != nullptr) {
+      PyErr_Clear();
+      throw_invalid(name, "[", i, "] = ", std::string(py::repr(x)), " is out of range [0, 2^64 - 1]");
+    }
+  }
+  return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(n), values.data());
+}
 
 /// `obj` as a 1-D C-contiguous NumPy integer array (an empty sequence of any dtype is accepted as
 /// an empty array). Throws `invalid_input` naming `name` on another shape or a non-integer dtype.
@@ -79,7 +119,11 @@ py::array integer_array(py::handle obj, const char* name) {
     throw_invalid(name, ": expected a 1-D array, got shape ", shape, a.ndim() == 1 ? ",)" : ")");
   }
   if (a.size() == 0) return py::array_t<std::int64_t>(0);
-  const char kind = a.dtype().kind();
+  char kind = a.dtype().kind();
+  if ((kind == 'f' || kind == 'O') && (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj))) {
+    a = python_ints(obj, name);
+    kind = 'u';
+  }
   if (kind != 'i' && kind != 'u')
     throw_invalid(name, ": expected integers, got dtype ", std::string(py::str(a.dtype())));
   if (!a.dtype().attr("isnative").cast<bool>())  // e.g. big-endian '>i8': read as native values
@@ -107,44 +151,37 @@ void visit_integers(const py::array& a, F&& f) {
   }
 }
 
-/// A read-only view of an integer argument as unsigned `T` (uint32 or uint64), every value
-/// checked to lie in [0, hi]. Read in place when the element width is T's (signed or
-/// unsigned: a non-negative value has the same representation) and `copy` is false; otherwise
-/// each element is read once, checked and stored in `storage`. The view is valid while `array`
-/// lives. `copy = true` for indices used after the GIL is released: another Python thread may
-/// rewrite the caller's array meanwhile, and an index checked before that would not be the
-/// index used (a segfault in `migrate`, found in session 28).
+/// An integer argument as unsigned `T` (uint32 or uint64), every value checked to lie in
+/// [0, hi]. Each element is read once, checked and copied: the C++ code runs with the GIL
+/// released, and another Python thread may rewrite the caller's array meanwhile, so a value
+/// read in place could differ from the value checked, or change under a sort (a segfault in
+/// `migrate` through `origin`, session 28; heap corruption in `balance` through `groups` and
+/// wrong sums in `distribute_tokens`, session 30). The check reads every element anyway, so
+/// the copy only adds the stores (bench/RESULTS.md "Session 30"). Not copyable (`values`
+/// points into `storage`); moves keep the buffer.
 template <class T>
 struct unsigned_view {
-  py::array array;
   std::vector<T> storage;
   std::span<const T> values;
 
-  unsigned_view(py::handle obj, const char* name, std::uint64_t hi, bool copy = false)
-      : array(integer_array(obj, name)) {
+  unsigned_view(py::handle obj, const char* name, std::uint64_t hi) {
+    const py::array array = integer_array(obj, name);
     const auto n = static_cast<std::size_t>(array.size());
+    storage.resize(n);
     visit_integers(array, [&](const auto* data) {
-      using E = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
-      const auto check = [&](std::size_t i, E x) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto x = data[i];  // one read: the value checked is the value kept
         if (std::cmp_less(x, 0) || std::cmp_greater(x, hi))
           throw_invalid(name, "[", i, "] = ", +x, " is out of range [0, ", hi, "]");
-      };
-      if constexpr (sizeof(E) == sizeof(T)) {
-        if (!copy) {
-          for (std::size_t i = 0; i < n; ++i) check(i, data[i]);
-          values = std::span<const T>(reinterpret_cast<const T*>(data), n);
-          return;
-        }
-      }
-      storage.resize(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        const E x = data[i];  // one read: the value checked is the value kept
-        check(i, x);
         storage[i] = static_cast<T>(x);
       }
-      values = storage;
     });
+    values = storage;
   }
+  unsigned_view(const unsigned_view&) = delete;
+  unsigned_view& operator=(const unsigned_view&) = delete;
+  unsigned_view(unsigned_view&&) noexcept = default;
+  unsigned_view& operator=(unsigned_view&&) noexcept = default;
   [[nodiscard]] std::size_t size() const noexcept { return values.size(); }
 };
 
@@ -267,8 +304,9 @@ mmbal::balance::count_cap to_count_cap(py::handle obj) {
   using mode = mmbal::balance::count_cap::mode;
   if (obj.is_none()) return {};
   if (py::isinstance<py::str>(obj)) {
-    if (obj.cast<std::string>() == "equal") return {mode::equal, 0};
-    throw_invalid("count_cap = '", obj.cast<std::string>(), "' is neither 'equal' nor a positive int");
+    const std::string text = text_arg(obj, "count_cap");
+    if (text == "equal") return {mode::equal, 0};
+    throw_invalid("count_cap = '", text, "' is neither 'equal' nor a positive int");
   }
   return {mode::fixed, positive_count(obj, "count_cap")};
 }
@@ -296,16 +334,16 @@ struct balance_call {
   std::optional<u64_view> groups, bytes;
   mmbal::balance::problem problem;
 
-  balance_call(py::handle lengths_in, py::handle ranks_in, const std::string& algorithm_spec,
-               const std::string& cost_spec, py::handle origin_in, py::handle count_cap, py::handle capacity,
-               py::handle groups_in, py::handle bytes_in, py::handle ranks_per_node)
+  balance_call(py::handle lengths_in, py::handle ranks_in, py::handle algorithm_spec, py::handle cost_spec,
+               py::handle origin_in, py::handle count_cap, py::handle capacity, py::handle groups_in,
+               py::handle bytes_in, py::handle ranks_per_node)
       : lengths(lengths_in, "lengths", u32_max),
-        algorithm(mmbal::spec::parse_algorithm(algorithm_spec)),
-        cost(mmbal::spec::parse_cost(cost_spec)) {
+        algorithm(mmbal::spec::parse_algorithm(text_arg(algorithm_spec, "algorithm"))),
+        cost(mmbal::spec::parse_cost(text_arg(cost_spec, "cost"))) {
     problem.weights = lengths.values;
     problem.bins = rank_count(ranks_in, "ranks");
     if (!origin_in.is_none()) {
-      origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1}, /*copy=*/true);
+      origin.emplace(origin_in, "origin", problem.bins - std::uint64_t{1});
       if (origin->size() != lengths.size())
         throw_invalid("origin has ", origin->size(), " entries but lengths has ", lengths.size());
       problem.origin = origin->values;
@@ -352,8 +390,8 @@ balance_result solve(const balance_call& c) {
   return out;
 }
 
-py::tuple balance(py::handle lengths, py::handle ranks, const std::string& algorithm, const std::string& cost,
-                  py::handle origin, py::handle count_cap, py::handle capacity, py::handle groups, py::handle bytes,
+py::tuple balance(py::handle lengths, py::handle ranks, py::handle algorithm, py::handle cost, py::handle origin,
+                  py::handle count_cap, py::handle capacity, py::handle groups, py::handle bytes,
                   py::handle ranks_per_node) {
   const balance_call call(lengths, ranks, algorithm, cost, origin, count_cap, capacity, groups, bytes, ranks_per_node);
   balance_result r;
@@ -367,13 +405,14 @@ py::tuple balance(py::handle lengths, py::handle ranks, const std::string& algor
 
 /// Seconds per call of the C++ work of `balance` alone (solve + loads + lower bound) on
 /// already converted arguments, best of `repeats` — the baseline of bench/python/bench_core.py.
-double time_balance(py::handle lengths, py::handle ranks, const std::string& algorithm, const std::string& cost,
-                    int repeats) {
+double time_balance(py::handle lengths, py::handle ranks, py::handle algorithm, py::handle cost,
+                    py::handle repeats_in) {
+  const auto repeats = static_cast<int>(int_in_range(repeats_in, "repeats", 1, 1'000'000));
   const py::none none;
   const balance_call call(lengths, ranks, algorithm, cost, none, none, none, none, none, none);
   py::gil_scoped_release unlocked;
   double best = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < std::max(repeats, 1); ++k) {
+  for (int k = 0; k < repeats; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
     const balance_result r = solve(call);
     const auto t1 = std::chrono::steady_clock::now();
@@ -384,11 +423,11 @@ double time_balance(py::handle lengths, py::handle ranks, const std::string& alg
 }
 
 py::array_t<double> assignment_loads(py::handle rank, py::handle slot, py::handle ranks, py::handle lengths,
-                                     const std::string& cost_spec) {
+                                     py::handle cost_spec) {
   const mmbal::assignment a = to_assignment(rank, slot, rank_count(ranks, "ranks"), "assignment");
   const lengths_view w(lengths, "lengths", u32_max);
   if (w.size() != a.size()) throw_invalid("lengths has ", w.size(), " entries but the assignment has ", a.size());
-  const mmbal::spec::any_cost cost = mmbal::spec::parse_cost(cost_spec);
+  const mmbal::spec::any_cost cost = mmbal::spec::parse_cost(text_arg(cost_spec, "cost"));
   std::vector<double> loads;
   {
     py::gil_scoped_release unlocked;
@@ -532,10 +571,12 @@ py_plan alltoall_plan(py::handle source_rank, py::handle target_rank, py::handle
 
 // ------------------------------------------------------------------ verl drop-in
 
-py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size, bool refine) {
+py::list balanced_partitions(py::handle seqlen_list, py::handle k_partitions, py::handle equal_size,
+                             py::handle refine_in) {
   const u64_view w(seqlen_list, "seqlen_list", std::uint64_t{1} << 53);
   const mmbal::rank_t k = rank_count(k_partitions, "k_partitions");
   const bool flag = as_flag(equal_size, "equal_size");
+  const bool refine = as_flag(refine_in, "refine");
   std::vector<std::uint64_t> weights(w.values.begin(), w.values.end());
   std::vector<std::vector<std::uint32_t>> parts;
   {
@@ -572,8 +613,7 @@ struct py_workload {
     }
     std::vector<mmbal::modality_id> modality(segments);
     auto intern = [&](py::handle name, const std::string& where) {
-      if (!py::isinstance<py::str>(name)) throw_invalid(where, " = ", std::string(py::repr(name)), " is not a str");
-      const std::string text = name.cast<std::string>();
+      const std::string text = text_arg(name, where);
       try {
         return w.intern_modality(text);
       } catch (const mmbal::invalid_input& e) {
@@ -594,9 +634,7 @@ struct py_workload {
       mmbal::workload scratch;
       for (std::size_t j = 0; j < count; ++j) {
         const std::string where = "modalities[" + std::to_string(j) + "]";
-        if (!py::isinstance<py::str>(names[j]))
-          throw_invalid(where, " = ", std::string(py::repr(names[j])), " is not a str");
-        text[j] = names[j].cast<std::string>();
+        text[j] = text_arg(names[j], where);
         try {
           (void)scratch.intern_modality(text[j]);
         } catch (const mmbal::invalid_input& e) {
@@ -698,9 +736,7 @@ mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle 
     for (auto [key, v] : py::reinterpret_borrow<py::dict>(value)) {
       const std::string k = py::str(key);
       if (k == "cost" || k == "algorithm") {
-        if (!py::isinstance<py::str>(v))
-          throw_invalid("policies['", phase, "']['", k, "']: expected a spec string, got ", std::string(py::repr(v)));
-        (k == "cost" ? cost : algorithm) = v.cast<std::string>();
+        (k == "cost" ? cost : algorithm) = text_arg(v, "policies['" + phase + "']['" + k + "']");
       } else if (k == "count_cap")
         count_cap = py::reinterpret_borrow<py::object>(v);
       else if (k == "capacity")
@@ -713,10 +749,8 @@ mmbal::orchestrate::phase_policy to_policy(const std::string& phase, py::handle 
     }
   } else if (py::isinstance<py::tuple>(value) && py::len(value) == 2) {
     auto t = py::reinterpret_borrow<py::tuple>(value);
-    if (!py::isinstance<py::str>(t[0]) || !py::isinstance<py::str>(t[1]))
-      throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) strings");
-    cost = t[0].cast<std::string>();
-    algorithm = t[1].cast<std::string>();
+    cost = text_arg(t[0], "policies['" + phase + "'][0] (the cost spec)");
+    algorithm = text_arg(t[1], "policies['" + phase + "'][1] (the algorithm spec)");
   } else {
     throw_invalid("policies['", phase, "']: expected (cost_spec, algorithm_spec) or a dict, got ",
                   std::string(py::repr(value)));
@@ -752,7 +786,8 @@ struct py_orchestration {
   }
 
   /// Per item of `phase`: its sample, and its segment row in the workload (-1 for "llm").
-  [[nodiscard]] py::tuple items(const std::string& name) const {
+  [[nodiscard]] py::tuple items(py::handle phase_name) const {
+    const std::string name = text_arg(phase_name, "phase");
     const auto& p = phase(name);
     const std::size_t n = p.items.size();
     std::vector<std::int64_t> sample(n), segment(n), length(n);
@@ -768,8 +803,8 @@ struct py_orchestration {
   }
 
   /// (origin rank, target rank, target slot) per item of `phase` (after relabeling).
-  [[nodiscard]] py::tuple target(const std::string& name) const {
-    const auto& p = phase(name);
+  [[nodiscard]] py::tuple target(py::handle phase_name) const {
+    const auto& p = phase(text_arg(phase_name, "phase"));
     const std::size_t n = p.items.size();
     std::vector<std::int32_t> origin(n), rank(n), slot(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -783,8 +818,8 @@ struct py_orchestration {
 
   /// (source rank, source slot, target rank, target slot) per segment of `modality` for the
   /// composed encoder→LLM plan.
-  [[nodiscard]] py::tuple composed_layout(const std::string& modality) const {
-    const auto& c = composed(modality);
+  [[nodiscard]] py::tuple composed_layout(py::handle modality) const {
+    const auto& c = composed(text_arg(modality, "modality"));
     const std::size_t n = c.composed.size();
     std::vector<std::int32_t> src_rank(n), src_slot(n), dst_rank(n), dst_slot(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -797,15 +832,16 @@ struct py_orchestration {
                           to_numpy(std::move(dst_slot)));
   }
 
-  [[nodiscard]] py::dict report(const std::string& name) const {
+  [[nodiscard]] py::dict report(py::handle phase_name) const {
     py::dict d;
-    mmbal::orchestrate::for_each_field(phase(name).report, [&](std::string_view key, const auto& value) {
-      using T = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<T, std::vector<double>>)
-        d[py::str(std::string(key))] = to_numpy(std::vector<double>(value));
-      else
-        d[py::str(std::string(key))] = value;
-    });
+    mmbal::orchestrate::for_each_field(phase(text_arg(phase_name, "phase")).report,
+                                       [&](std::string_view key, const auto& value) {
+                                         using T = std::decay_t<decltype(value)>;
+                                         if constexpr (std::is_same_v<T, std::vector<double>>)
+                                           d[py::str(std::string(key))] = to_numpy(std::vector<double>(value));
+                                         else
+                                           d[py::str(std::string(key))] = value;
+                                       });
     return d;
   }
 
@@ -826,12 +862,12 @@ struct py_orchestration {
     return make_py_plan(std::move(source), me);
   }
 
-  [[nodiscard]] py_plan phase_plan(const std::string& name, py::handle rank, py::handle sizes) const {
-    const auto& p = phase(name);
+  [[nodiscard]] py_plan phase_plan(py::handle phase_name, py::handle rank, py::handle sizes) const {
+    const auto& p = phase(text_arg(phase_name, "phase"));
     return make_plan(p.forward, p.item_bytes, sizes, rank);
   }
-  [[nodiscard]] py_plan composed_plan(const std::string& modality, py::handle rank, py::handle sizes) const {
-    const auto& c = composed(modality);
+  [[nodiscard]] py_plan composed_plan(py::handle modality, py::handle rank, py::handle sizes) const {
+    const auto& c = composed(text_arg(modality, "modality"));
     return make_plan(c.composed, c.item_bytes, sizes, rank);
   }
 };
@@ -840,20 +876,18 @@ struct py_orchestrator {
   mmbal::orchestrate::orchestrator core;
 
   static mmbal::orchestrate::orchestrator make(py::handle ranks, py::handle ranks_per_node, py::handle policies,
-                                               py::handle threads, py::handle bytes_per_token, bool relabel) {
+                                               py::handle threads, py::handle bytes_per_token, py::handle relabel) {
     mmbal::orchestrate::orchestrator_options o;
     o.ranks = rank_count(ranks, "ranks");
     o.ranks_per_node = rank_index(ranks_per_node, "ranks_per_node", u32_max);
     o.threads = threads.is_none() ? 0 : static_cast<unsigned>(int_in_range(threads, "threads", 0, 1024));
     o.bytes_per_token = positive_count(bytes_per_token, "bytes_per_token");
-    o.relabel = relabel;
+    o.relabel = as_flag(relabel, "relabel");
     mmbal::orchestrate::orchestrator out(o);
     if (!policies.is_none()) {
       if (!py::isinstance<py::dict>(policies)) throw_invalid("policies: expected a dict phase -> policy");
       for (auto [key, value] : py::reinterpret_borrow<py::dict>(policies)) {
-        if (!py::isinstance<py::str>(key))
-          throw_invalid("policies: phase names must be str, got ", std::string(py::repr(key)));
-        const std::string phase = key.cast<std::string>();
+        const std::string phase = text_arg(key, "policies: a phase name");
         out.set_policy(phase, to_policy(phase, value));
       }
     }
@@ -861,7 +895,7 @@ struct py_orchestrator {
   }
 
   py_orchestrator(py::handle ranks, py::handle ranks_per_node, py::handle policies, py::handle threads,
-                  py::handle bytes_per_token, bool relabel)
+                  py::handle bytes_per_token, py::handle relabel)
       : core(make(ranks, ranks_per_node, policies, threads, bytes_per_token, relabel)) {}
 
   std::shared_ptr<mmbal::orchestrate::plan_workspace> workspace =
@@ -886,8 +920,8 @@ struct py_orchestrator {
 // ------------------------------------------------------------------ ISF, CP distribution, masks
 
 py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, py::handle qv_target,
-              py::handle qt_target, py::handle iterations, py::handle seed, const std::string& oversize,
-              bool drop_unfilled, bool sort_tail) {
+              py::handle qt_target, py::handle iterations, py::handle seed, py::handle oversize_in,
+              py::handle drop_unfilled, py::handle sort_tail) {
   const lengths_view v(vision, "vision", u32_max);
   const lengths_view t(text, "text", u32_max);
   if (v.size() != t.size()) throw_invalid("vision has ", v.size(), " entries but text has ", t.size());
@@ -901,6 +935,7 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
       static_cast<std::uint32_t>(int_in_range(iterations, "iterations", 0, mmbal::sampling::max_isf_iterations));
   o.seed = int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max());
   using policy = mmbal::sampling::oversize_policy;
+  const std::string oversize = text_arg(oversize_in, "oversize");
   if (oversize == "singleton")
     o.oversize = policy::singleton;
   else if (oversize == "reject")
@@ -909,8 +944,8 @@ py::tuple isf(py::handle vision, py::handle text, py::handle qv, py::handle qt, 
     o.oversize = policy::drop;
   else
     throw_invalid("oversize = '", oversize, "' (expected 'singleton', 'reject' or 'drop')");
-  o.drop_unfilled = drop_unfilled;
-  o.sort_tail = sort_tail;
+  o.drop_unfilled = as_flag(drop_unfilled, "drop_unfilled");
+  o.sort_tail = as_flag(sort_tail, "sort_tail");
   mmbal::sampling::isf_result r;
   {
     py::gil_scoped_release unlocked;
@@ -959,7 +994,7 @@ py::dict distribution_dict(const mmbal::token_distribution& d) {
 }
 
 py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::handle ranks, py::handle block,
-                           const std::string& distributor, py::handle seed) {
+                           py::handle distributor_in, py::handle seed) {
   const u64_view w(block_workloads, "block_workloads", std::numeric_limits<std::uint64_t>::max());
   // token_indices holds one int64 per token, built here: at most 2^28 tokens (2 GiB of
   // indices; a long-context pack has millions), so one block of 2^32 - 1 tokens given as a
@@ -967,6 +1002,7 @@ py::dict distribute_tokens(py::handle block_workloads, py::handle tokens, py::ha
   const std::uint64_t t = int_in_range(tokens, "tokens", 0, std::uint64_t{1} << 28);
   const mmbal::rank_t g = rank_count(ranks, "ranks");
   const std::uint32_t b = positive_count(block, "block");
+  const std::string distributor = text_arg(distributor_in, "distributor");
   const mmbal::spec::any_distributor d = mmbal::spec::parse_distributor(
       distributor, int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max()));
   mmbal::token_distribution out;
@@ -1043,8 +1079,8 @@ py_mask mask_from_bits(py::handle bits, py::handle documents) {
   return py_mask{mmbal::bitfield_mask({b.values.begin(), b.values.end()}, {d.values.begin(), d.values.end()})};
 }
 
-py_mask mask_of_workload(const py_workload& w, py::handle samples, const std::string& assign,
-                         const std::string& layout) {
+py_mask mask_of_workload(const py_workload& w, py::handle samples, py::handle assign_in, py::handle layout_in) {
+  const std::string assign = text_arg(assign_in, "assign"), layout = text_arg(layout_in, "layout");
   mmbal::bit_assignment a{};
   if (assign == "modality")
     a = mmbal::bit_assignment::modality;
@@ -1110,6 +1146,16 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("rank"), py::arg("slot"), py::arg("ranks"),
       "Raises mmbal.Error unless every rank < ranks and each rank's slots are 0..k-1, each once.");
+  m.def(
+      "as_index", [](py::handle value, py::handle name) { return as_index(value, text_arg(name, "name").c_str()); },
+      py::arg("value"), py::arg("name"),
+      "An int argument through operator.index (NumPy integers too; not a bool, float, str or array); "
+      "else mmbal.Error naming `name`.");
+  m.def(
+      "as_flag", [](py::handle value, py::handle name) { return as_flag(value, text_arg(name, "name").c_str()); },
+      py::arg("value"), py::arg("name"),
+      "A flag argument: Python's or NumPy's bool (a 0-d bool array or tensor too), or the int 0 or 1; "
+      "else mmbal.Error naming `name`.");
   m.def("assignment_loads", &assignment_loads, py::arg("rank"), py::arg("slot"), py::arg("ranks"), py::arg("lengths"),
         py::arg("cost"), "Per-rank cost of an assignment (items folded in slot order).");
 
@@ -1261,12 +1307,15 @@ with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, document
         py::arg("layout"), "The mask of the workload's samples packed as documents. See mmbal.bitfield_mask.");
 
   py::class_<py_orchestrator>(m, "Orchestrator", "The multi-phase orchestrator (see mmbal.Orchestrator).")
-      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, bool>(), py::arg("ranks"),
+      .def(py::init<py::handle, py::handle, py::handle, py::handle, py::handle, py::handle>(), py::arg("ranks"),
            py::arg("ranks_per_node"), py::arg("policies"), py::arg("threads"), py::arg("bytes_per_token"),
            py::arg("relabel"))
       .def("plan", &py_orchestrator::plan, py::arg("workload"))
-      .def("policy", [](const py_orchestrator& o, const std::string& phase) {
-        const auto p = o.core.policy(phase);
-        return py::make_tuple(p.balancer.cost_name(), p.balancer.name());
-      });
+      .def(
+          "policy",
+          [](const py_orchestrator& o, py::handle phase) {
+            const auto p = o.core.policy(text_arg(phase, "phase"));
+            return py::make_tuple(p.balancer.cost_name(), p.balancer.name());
+          },
+          py::arg("phase"));
 }

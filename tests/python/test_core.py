@@ -277,8 +277,10 @@ def test_plan_bad_input():
         mmbal.alltoall_plan([0, 0, 1, 1], target, [1, 1, 1, 1], -1)
     with pytest.raises(mmbal.Error, match="target must be an mmbal.Assignment"):
         mmbal.alltoall_plan([0, 0, 1, 1], [0, 1, 0, 1], [1, 1, 1, 1], 0)
-    with pytest.raises(mmbal.Error, match="sizes: expected integers, got dtype float64"):
+    with pytest.raises(mmbal.Error, match=r"sizes\[0\] = 1.0 is not an int"):
         mmbal.alltoall_plan([0, 0, 1, 1], target, [1.0, 1, 1, 1], 0)
+    with pytest.raises(mmbal.Error, match="sizes: expected integers, got dtype float64"):
+        mmbal.alltoall_plan([0, 0, 1, 1], target, np.array([1.0, 1, 1, 1]), 0)
 
 
 # ------------------------------------------------------------------ bad input of balance
@@ -397,31 +399,49 @@ def test_pickle_and_deepcopy_keep_an_assignment_valid_and_read_only():
             b.rank[0] = 7
 
 
-def test_origin_rewritten_by_another_thread_never_crashes(tmp_path):
-    """balance releases the GIL; another thread rewriting `origin` meanwhile segfaulted migrate
-    (the checked index was read again; 4 of 15 runs of 40 calls crashed). In a child process
-    of 600 calls: each result is a valid placement or mmbal.Error, never a crash."""
+# What another thread rewrites while a call runs with the GIL released, and the call checked.
+_REWRITTEN = {
+    # `origin` segfaulted migrate (the checked index was read again; 4 of 15 runs of 40 calls).
+    "origin": ("origin = np.zeros(n, np.int32)\n",
+               "        origin[::7] = 2**30\n        origin[::7] = 0\n",
+               "            mmbal.balance(lengths, 4, algorithm='migrate:eps=0.1', origin=origin).validate()\n"),
+    # `groups` corrupted the heap (a sort's comparator read values that changed; 2 of 3 runs).
+    "groups": ("groups = np.zeros(n, np.uint64)\nother = np.arange(n, dtype=np.uint64) % 997\n",
+               "        np.copyto(groups, other)\n        groups[:] = 0\n",
+               "            mmbal.balance(lengths, 16, groups=groups).validate()\n"),
+    # Block workloads read twice gave per-rank sums that differ from the total (15 of 15 calls).
+    "block_workloads": ("blocks = lengths.astype(np.int64)\n",
+                        "        blocks[::3] = 5\n        blocks[::3] = 900\n",
+                        "            d = mmbal.distribute_tokens(blocks, 8, tokens=n, block=1)\n"
+                        "            assert d['rank_workloads'].sum() == d['total_workload']\n"),
+}
+
+
+@pytest.mark.parametrize("argument", sorted(_REWRITTEN))
+def test_input_rewritten_by_another_thread_never_crashes(tmp_path, argument):
+    """Calls release the GIL; a thread rewriting an input array meanwhile must not crash them
+    or make their results inconsistent: every array is copied once, element by element, as it
+    is checked. In a child process: each result is valid (or mmbal.Error), never a crash."""
     import subprocess
     import sys
 
+    setup, rewrite, call = _REWRITTEN[argument]
     script = tmp_path / "race.py"
     script.write_text(
         "import numpy as np, mmbal, threading\n"
         "n = 200000\n"
         "lengths = np.random.default_rng(0).integers(1, 1000, n).astype(np.int32)\n"
-        "origin = np.zeros(n, np.int32)\n"
+        + setup +
         "stop = False\n"
         "def writer():\n"
         "    while not stop:\n"
-        "        origin[::7] = 2**30\n"
-        "        origin[::7] = 0\n"
+        + rewrite +
         "t = threading.Thread(target=writer)\n"
         "t.start()\n"
         "try:\n"
-        "    for _ in range(600):\n"
+        "    for _ in range(100 if 'migrate' not in " + repr(call) + " else 600):\n"
         "        try:\n"
-        "            a = mmbal.balance(lengths, 4, algorithm='migrate:eps=0.1', origin=origin)\n"
-        "            a.validate()\n"
+        + call +
         "        except mmbal.Error:\n"
         "            pass\n"
         "finally:\n"
@@ -431,3 +451,70 @@ def test_origin_rewritten_by_another_thread_never_crashes(tmp_path):
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert p.returncode == 0 and "done" in p.stdout, (p.returncode, p.stderr[-2000:])
+
+
+def test_text_and_flag_arguments_raise_mmbal_error_naming_them():
+    """Strings that cannot be encoded (a lone surrogate), non-str values where a name is
+    expected and NUL characters raised pybind11's RuntimeError or TypeError, or cut the message
+    short; flags took NumPy's 0-d bool in some functions only."""
+    w = mmbal.Workload([0, 1], [0, 0, 1], ["text", "image", "text"], [5, 9, 7])  # sample ranks, then segments
+    orch = mmbal.Orchestrator(2).plan(w)
+    asg = mmbal.Assignment([0, 1, 0], [0, 0, 1], 2)
+    surrogate = "\ud800"
+    cases = [
+        (lambda: mmbal.Workload([0], [0], [surrogate], [3]), r"segment_modality\[0\] = '\\ud800' cannot be encoded"),
+        (lambda: mmbal.Orchestrator(2, policies={surrogate: ("tokens", "lpt")}), "a phase name = '\\\\ud800'"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": (surrogate, "lpt")}), r"policies\['llm'\]\[0\]"),
+        (lambda: mmbal.balance([1, 2], 2, algorithm=surrogate), "algorithm = '\\\\ud800' cannot be encoded"),
+        (lambda: mmbal.balance([1, 2], 2, algorithm="lpt\x00"), r"algorithm = 'lpt\\x00' holds a NUL"),
+        (lambda: mmbal.balance([1, 2], 2, cost=5), "cost: expected a str, got 5"),
+        (lambda: mmbal.isf([1], [1], qv=5, qt=1, oversize=None), "oversize: expected a str, got None"),
+        (lambda: mmbal.isf([1], [1], qv=5, qt=1, drop_unfilled="no"), "drop_unfilled: expected True or False"),
+        (lambda: mmbal.bitfield_mask(w, assign=None), "assign: expected a str, got None"),
+        (lambda: mmbal.bitfield_mask(w, layout=1), "layout: expected a str, got 1"),
+        (lambda: mmbal.distribute_tokens([1], 2, tokens=1, block=1, distributor=surrogate), "distributor = "),
+        (lambda: asg.loads_for([1, 2, 3], None), "cost: expected a str, got None"),
+        (lambda: orch.items(5), "phase: expected a str, got 5"),
+        (lambda: orch.report(None), "phase: expected a str, got None"),
+        (lambda: orch.phase_plan(b"llm", 0), "phase: expected a str, got b'llm'"),
+        (lambda: orch.composed_plan(1, 0), "modality: expected a str, got 1"),
+        (lambda: mmbal.Orchestrator(2).policy(5), "phase: expected a str, got 5"),
+        (lambda: mmbal.Orchestrator(2, relabel="yes"), "relabel: expected True or False, got 'yes'"),
+        (lambda: mmbal._core.balanced_partitions([1, 2], 2, True, None), "refine: expected True or False, got None"),
+        (lambda: mmbal._core.time_balance([1, 2], 2, "lpt", "tokens", 1.5), "repeats: expected an int, got 1.5"),
+    ]
+    for call, message in cases:
+        with pytest.raises(mmbal.Error, match=message):
+            call()
+    # Keyword names as in _core.pyi, and one flag rule everywhere (a 0-d bool array is a bool).
+    assert mmbal.Orchestrator(2)._core.policy(phase="llm") == mmbal.Orchestrator(2).policy("llm")
+    flag = np.array(True)
+    assert mmbal.isf([1, 2], [1, 2], qv=5, qt=10, drop_unfilled=flag).dropped.size >= 0
+    assert mmbal.Orchestrator(2, relabel=flag).plan(w).fingerprint == orch.fingerprint
+
+
+def test_integer_lists_numpy_reads_as_floats_name_the_element():
+    """A plain list holding an int beyond int64 becomes float64 or object in NumPy; the error
+    named that dtype, not the element (and a valid uint64 list could not be passed at all)."""
+    with pytest.raises(mmbal.Error, match=r"lengths\[0\] = 18446744073709551616 is out of range \[0, 2\^64 - 1\]"):
+        mmbal.balance([2**64], 3)
+    with pytest.raises(mmbal.Error, match=r"lengths\[0\] = -1 is out of range \[0, 2\^64 - 1\]"):
+        mmbal.balance([-1, 2**63], 3)
+    with pytest.raises(mmbal.Error, match=r"lengths\[1\] = 2.5 is not an int"):
+        mmbal.balance([1, 2.5], 2)
+    top = 2**64 - 1
+    a = mmbal.balance([1, 2, 3, 4], 2, groups=[top, 0, 0, 1])  # groups up to 2^64 - 1, as documented
+    a.validate()
+    assert a.rank[1] == a.rank[2]
+    with pytest.raises(mmbal.Error, match="token 0 sets the reserved bit 63"):  # read, then refused by value
+        mmbal.BitfieldMask.from_bits([2**63 + 1, 2**63 + 1], [0, 0])
+
+
+def test_distribute_tokens_of_a_mask_checks_tokens_as_an_int():
+    m = mmbal.BitfieldMask.from_bits([1] * 4, [0] * 4)
+    for tokens in (np.array([9, 10]), np.array([10]), 10.0, True):
+        with pytest.raises(mmbal.Error, match="tokens: expected an int"):
+            mmbal.distribute_tokens(m, 3, tokens=tokens, block=2)
+    with pytest.raises(mmbal.Error, match="tokens = 5 but the mask has 4 tokens"):
+        mmbal.distribute_tokens(m, 2, tokens=5, block=2)
+    assert mmbal.distribute_tokens(m, 2, tokens=np.int64(4), block=2)["tokens"] == 4

@@ -129,7 +129,7 @@ def test_workload_from_integer_modality_ids_equals_the_named_form():
         np.testing.assert_array_equal(a.items(ph)[1], b.items(ph)[1])
     with pytest.raises(mmbal.Error, match=r"segment_modality\[0\] = 3 is out of range \[0, 2\]"):
         mmbal.Workload([0], [0], [3], [1], modalities=names)
-    with pytest.raises(mmbal.Error, match=r"modalities\[1\] = 5 is not a str"):
+    with pytest.raises(mmbal.Error, match=r"modalities\[1\]: expected a str, got 5"):
         mmbal.Workload([0], [0], [0], [1], modalities=["text", 5])
 
 
@@ -167,7 +167,7 @@ def test_empty_workload_has_only_the_llm_phase():
         (lambda: mmbal.Workload([0, -1], [0], ["text"], [1]), r"sample_rank\[1\] = -1"),
         (lambda: mmbal.Workload([0], [0], ["text"], [-5]), r"segment_tokens\[0\] = -5"),
         (lambda: mmbal.Workload([0], [0], ["text"], [1, 2]), "segment_tokens has 2 entries"),
-        (lambda: mmbal.Workload([0], [0], [3], [1]), r"segment_modality\[0\] = 3 is not a str"),
+        (lambda: mmbal.Workload([0], [0], [3], [1]), r"segment_modality\[0\]: expected a str, got 3"),
         (lambda: mmbal.Workload([0], [0], "text", [1]), "segment_modality: expected a sequence"),
         (lambda: mmbal.Workload([0], [0], ["llm"], [1]), "reserved"),
         (lambda: mmbal.Workload([0], [0, 0], ["text", "image"], [2**31, 2**31]), "LLM length 4294967296 exceeds"),
@@ -176,8 +176,8 @@ def test_empty_workload_has_only_the_llm_phase():
         (lambda: mmbal.Orchestrator(2, policies={"llm": ("attention:beta=nan", "lpt")}), "beta = 'nan'"),
         (lambda: mmbal.Orchestrator(2, policies={"text": ("tokens", "lpt")}), "phase 'text' does not exist"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"colour": 1}}), "unknown key 'colour'"),
-        (lambda: mmbal.Orchestrator(2, policies={"llm": {"cost": 5}}), r"policies\['llm'\]\['cost'\]: expected a spec string, got 5"),
-        (lambda: mmbal.Orchestrator(2, policies={"llm": {"algorithm": None}}), r"\['algorithm'\]: expected a spec string, got None"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"cost": 5}}), r"policies\['llm'\]\['cost'\]: expected a str, got 5"),
+        (lambda: mmbal.Orchestrator(2, policies={"llm": {"algorithm": None}}), r"\['algorithm'\]: expected a str, got None"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"keep_groups": "yes"}}), r"\['keep_groups'\]: expected True or False, got 'yes'"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"keep_groups": None}}), r"\['keep_groups'\]: expected True or False, got None"),
         (lambda: mmbal.Orchestrator(2, policies={"llm": {"capacity": True}}), "capacity: expected a number, got True"),
