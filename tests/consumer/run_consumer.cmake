@@ -25,3 +25,15 @@ foreach(step configure build run)
     message(FATAL_ERROR "consumer ${MODE}: ${step} failed (${rc})")
   endif()
 endforeach()
+# A consumer machine without MPI or CUDA: the core target still configures (the transports'
+# dependencies were required whenever the build had them), and the optional components are
+# reported as not found.
+if(MODE STREQUAL "find_package")
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build-cpu-only -G ${GENERATOR} ${extra}
+                          -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
+                          -DCMAKE_DISABLE_FIND_PACKAGE_NCCL=ON
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc OR NOT out MATCHES "mpi component (FALSE|0|OFF)")
+    message(FATAL_ERROR "consumer without MPI/CUDA: configure failed (${rc}) or reported mpi found:\n${out}")
+  endif()
+endif()

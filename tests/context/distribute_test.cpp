@@ -218,7 +218,9 @@ TEST_CASE("LPT: radix-sorted order equals a comparison sort's (desc workload, as
   for (std::uint64_t seed = 0; seed < 20; ++seed) {
     rng_engine g = make_rng(seed, 8);
     const auto n = static_cast<std::size_t>(uniform_int(g, 1000, 9000));
-    const std::uint64_t range = seed % 3 == 0 ? 20 : seed % 3 == 1 ? 1u << 20 : UINT64_MAX / 4;
+    // Wide values fill the radix sort's upper bytes; n · range stays below 2^64 (a larger total
+    // is refused: the loads would wrap).
+    const std::uint64_t range = seed % 3 == 0 ? 20 : seed % 3 == 1 ? 1u << 20 : UINT64_MAX / 16384;
     std::vector<std::uint64_t> w(n);
     for (auto& x : w) x = uniform_below(g, range);
     const auto out = lpt_distributor{}(w, 8);
@@ -249,6 +251,12 @@ TEST_CASE("distribution rejects bad input", "[context]") {
                       Contains("expected 9223372036854775808"));
   const std::vector<std::uint64_t> wrapping{std::uint64_t{1} << 63, std::uint64_t{1} << 63};
   REQUIRE_THROWS_WITH(distribute_tokens(wrapping, 4, 2, 2, lpt_distributor{}), Contains("more than 2^64 - 1 (block 1"));
+  // Called directly, lpt_distributor wrapped its loads: {2^63, 2^63, 2^63, 1} on 2 ranks put
+  // the last block on rank 0 (real load 2^64) instead of rank 1.
+  const std::uint64_t half = std::uint64_t{1} << 63;
+  REQUIRE_THROWS_WITH(lpt_distributor{}(std::vector<std::uint64_t>{half, half, half, 1}, 2),
+                      Contains("lpt_distributor: the blocks' total workload exceeds 2^64 - 1"));
+  CHECK(lpt_distributor{}(std::vector<std::uint64_t>{half, half - 2, 1}, 2) == std::vector<rank_t>{0, 1, 1});
   REQUIRE_THROWS_WITH(spec::parse_distributor("ring"), Contains("'ring'"));
   struct bad {
     std::vector<rank_t> operator()(std::span<const std::uint64_t> x, rank_t) const {

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <span>
 #include <string>
 #include <vector>
@@ -184,4 +185,35 @@ TEST_CASE("a partitioner that breaks its contract is rejected naming the phase",
   o.set_policy("llm", {orch::phase_balancer(too_many_bins{}, mmbal::cost::tokens{})});
   CHECK_THROWS_WITH(o.plan(w),
                     Catch::Contains("phase 'llm'") && Catch::Contains("broken") && Catch::Contains("5 bins"));
+}
+
+namespace {
+// A user's cost that is undefined (NaN) for batches of `from` or more items: single items are
+// finite, so the lower bound passes and only the loads show it.
+struct nan_from_cost {
+  std::size_t from = 3;
+  struct state {
+    std::size_t count = 0;
+    double sum = 0;
+    friend bool operator==(const state&, const state&) = default;
+  };
+  [[nodiscard]] state empty() const { return {}; }
+  [[nodiscard]] state add(const state& s, length_t l) const { return {s.count + 1, s.sum + static_cast<double>(l)}; }
+  [[nodiscard]] double value(const state& s) const { return s.count >= from ? std::nan("") : s.sum; }
+  [[nodiscard]] std::string name() const { return "nan-from:" + std::to_string(from); }
+};
+}  // namespace
+
+TEST_CASE("a user's cost that returns NaN is refused with the phase named, never reported as max 0",
+          "[orchestrate][partitioner]") {
+  // Before: loads_after held NaN and max_after read 0, below the lower bound, with no error.
+  const mmbal::workload w = orchestrate_test::omni(12 * 2, 2, 5);
+  orch::orchestrator o = orchestrate_test::make(2, 1);
+  o.set_policy("llm", {orch::phase_balancer(mmbal::balance::lpt{}, nan_from_cost{3}, {true, {}, {}})});
+  CHECK_THROWS_WITH(o.plan(w), Catch::Contains("phase 'llm'") && Catch::Contains("is NaN") &&
+                                   Catch::Contains("the cost returned NaN"));
+  // A cost that is NaN for one item alone names that item in the lower bound, and the phase.
+  o.set_policy("llm", {orch::phase_balancer(mmbal::balance::lpt{}, nan_from_cost{1}, {false, {}, {}})});
+  CHECK_THROWS_WITH(o.plan(w),
+                    Catch::Contains("phase 'llm'") && Catch::Contains("item 0") && Catch::Contains("alone costs NaN"));
 }

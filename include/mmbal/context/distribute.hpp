@@ -42,6 +42,7 @@ inline void check_block_count(std::size_t blocks) {
 /// `detail::descending_order` (a radix sort), the placement `detail::deal_least_loaded_*`
 /// (core/detail/least_loaded.hpp, also balance::lpt's), exact u64 loads. O(n · passes +
 /// n log G). Guarantee (Graham): max ≤ Σ/G + max block, and ≤ (4/3 − 1/(3G)) · optimum.
+/// Throws `invalid_input` when the blocks' total workload exceeds 2⁶⁴ − 1 (a load would wrap).
 /// @see Cornstarch §4.3.2, appendix A.
 struct lpt_distributor {
   [[nodiscard]] std::vector<rank_t> operator()(std::span<const std::uint64_t> w, rank_t ranks) const {
@@ -52,12 +53,9 @@ struct lpt_distributor {
     auto add = [&](std::size_t k) { return w[order[k]]; };
     auto place = [&](std::size_t k, rank_t r) { out[order[k]] = r; };
     std::uint64_t total = 0;
-    bool wrapped = false;
-    for (const std::uint64_t x : w) {
-      wrapped |= x > std::numeric_limits<std::uint64_t>::max() - total;
-      total += x;
-    }
-    if (!wrapped && detail::fits_packed(total, ranks))
+    for (const std::uint64_t x : w)
+      total = detail::checked_add(total, x, "lpt_distributor: the blocks' total workload");
+    if (detail::fits_packed(total, ranks))
       detail::deal_least_loaded_packed(order.size(), ranks, add, place);
     else  // loads as plain u64 words beside the rank
       detail::deal_least_loaded_wide(

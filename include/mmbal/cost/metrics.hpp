@@ -85,8 +85,9 @@ template <batch_cost C>
 [[nodiscard]] double lower_bound(std::span<const length_t> weights, rank_t bins, const C& cost) {
   if (bins == 0) detail::throw_invalid("lower_bound: bins = 0");
   double total = 0, largest = 0;
-  for (length_t w : weights) {
-    const double c = cost.value(cost.add(cost.empty(), w));
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const double c = cost.value(cost.add(cost.empty(), weights[i]));
+    if (std::isnan(c)) detail::throw_invalid("item ", i, " (length ", weights[i], ") alone costs NaN");
     total += c;
     largest = std::max(largest, c);
   }

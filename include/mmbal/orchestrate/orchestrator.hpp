@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -598,8 +599,20 @@ class orchestrator {
     for (std::size_t i = 0; i < n; ++i) final_ranks[i] = p.forward.destination[i].rank;
     // Every rank's items folded in ascending item id (all built-in costs are order-independent
     // up to rounding of Σl²).
-    phase_loads loads = p.policy.balancer.measure(p.items.weights, p.items.origin, final_ranks, d,
-                                                  p.policy.counts.kind == balance::count_cap::mode::equal);
+    phase_loads loads;
+    try {
+      loads = p.policy.balancer.measure(p.items.weights, p.items.origin, final_ranks, d,
+                                        p.policy.counts.kind == balance::count_cap::mode::equal);
+    } catch (const invalid_input& e) {
+      mmbal::detail::throw_invalid("phase '", p.name, "' (", describe(p.policy), "): ", e.what());
+    }
+    // A user's cost may return NaN for some batches; a NaN load would then read as max 0.
+    for (const std::vector<double>* side : {&loads.before, &loads.after})
+      for (std::size_t b = 0; b < side->size(); ++b)
+        if (std::isnan((*side)[b]))
+          mmbal::detail::throw_invalid("phase '", p.name, "' (", describe(p.policy), "): the load of rank ", b,
+                                       side == &loads.before ? " before balancing" : " after balancing",
+                                       " is NaN (the cost returned NaN for its batch)");
     r.loads_before = std::move(loads.before);
     r.loads_after = std::move(loads.after);
     r.lower_bound = loads.lower_bound;
