@@ -217,3 +217,52 @@ TEST_CASE("a user's cost that returns NaN is refused with the phase named, never
   CHECK_THROWS_WITH(o.plan(w),
                     Catch::Contains("phase 'llm'") && Catch::Contains("item 0") && Catch::Contains("alone costs NaN"));
 }
+
+namespace {
+// A user's partitioner that ignores every constraint (against the concept's contract): every
+// item on bin 0, or dealt round robin when `deal`.
+struct ignoring_constraints {
+  bool deal = false;
+  template <mmbal::batch_cost C>
+  assignment operator()(std::span<const length_t> weights, rank_t bins, const C& /*cost*/,
+                        const mmbal::balance::constraints& /*limits*/) const {
+    mmbal::partition p{bins, std::vector<rank_t>(weights.size(), 0)};
+    for (std::size_t i = 0; deal && i < weights.size(); ++i) p.bin_of[i] = static_cast<rank_t>(i % bins);
+    return assignment::from_partition(p);
+  }
+};
+}  // namespace
+
+TEST_CASE("a user's partitioner that ignores the policy's hard constraints is refused at the boundary",
+          "[orchestrate][partitioner]") {
+  // Before: the plan ran with max_after far above a capacity of 50, or counts 36 0 0 under
+  // equal counts, or a group split, with no error (refine caught the count cap, when asked for).
+  mmbal::workload w = orchestrate_test::omni(12 * 3, 3, 6);
+  const orch::phase_balancer on_first(ignoring_constraints{false}, mmbal::cost::tokens{}, {false, "on-first", {}});
+  const orch::phase_balancer dealt(ignoring_constraints{true}, mmbal::cost::tokens{}, {false, "dealt", {}});
+  orch::orchestrator o = orchestrate_test::make(3, 1);
+  orch::phase_policy capped{on_first};
+  capped.capacity = 50.0;
+  o.set_policy("llm", capped);
+  CHECK_THROWS_WITH(o.plan(w), Catch::Contains("phase 'llm'") &&
+                                   Catch::Contains("the partitioner 'on-first' broke the capacity: bin 0 costs"));
+  orch::phase_policy equal{on_first};
+  equal.counts.kind = mmbal::balance::count_cap::mode::equal;
+  o.set_policy("llm", equal);
+  CHECK_THROWS_WITH(o.plan(w), Catch::Contains("broke the count cap: bin 0 holds 36 items, allowed 12..12"));
+  // Samples 0 and 1 in one group: dealing puts them on bins 0 and 1.
+  w.samples[0].group = w.samples[1].group = 7;
+  orch::phase_policy grouped{dealt};
+  grouped.keep_groups = true;
+  o.set_policy("llm", grouped);
+  CHECK_THROWS_WITH(o.plan(w), Catch::Contains("the partitioner 'dealt' split group"));
+  // Constraints that these results meet: planned.
+  grouped.balancer = on_first;  // one bin keeps every group whole
+  o.set_policy("llm", grouped);
+  CHECK_NOTHROW(o.plan(w));
+  orch::phase_policy loose{dealt};
+  loose.capacity = 1e18;
+  loose.counts.kind = mmbal::balance::count_cap::mode::equal;
+  o.set_policy("llm", loose);
+  CHECK_NOTHROW(o.plan(w));
+}

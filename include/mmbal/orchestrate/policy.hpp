@@ -24,6 +24,7 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <memory>
 #include <optional>
@@ -79,6 +80,41 @@ template <>
 inline constexpr bool tested_partitioner<balance::karmarkar_karp> = true;
 template <>
 inline constexpr bool tested_partitioner<balance::migrate_partitioner> = true;
+
+/// Throws `invalid_input` naming the partitioner `who` when `a` breaks `limits`: a group split
+/// across bins, a bin's count outside the count cap, a bin's cost (folded in slot order, as
+/// `bin_loads` and `refine` fold it) above the capacity. The built-in partitioners meet their
+/// constraints by construction (tested); a user's result is checked here, since a plan that
+/// breaks a hard cap would otherwise run. O(n log n) with groups, else O(n + bins).
+template <batch_cost C>
+void check_meets(const assignment& a, std::span<const length_t> weights, const C& cost,
+                 const balance::constraints& limits, const std::string& who) {
+  if (!limits.groups.empty()) {
+    std::vector<std::pair<std::uint64_t, rank_t>> group_bin(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) group_bin[i] = {limits.groups[i], a.where[i].rank};
+    std::sort(group_bin.begin(), group_bin.end());
+    for (std::size_t i = 1; i < group_bin.size(); ++i)
+      if (group_bin[i].first == group_bin[i - 1].first && group_bin[i].second != group_bin[i - 1].second)
+        mmbal::detail::throw_invalid("the partitioner '", who, "' split group ", group_bin[i].first, " across bins ",
+                                     group_bin[i - 1].second, " and ", group_bin[i].second);
+  }
+  if (limits.counts.kind != balance::count_cap::mode::none) {
+    std::vector<std::uint64_t> counts(a.bins, 0);
+    for (const location& l : a.where) ++counts[l.rank];
+    const balance::detail::count_bounds cb = balance::detail::make_count_bounds(limits.counts, a.size(), a.bins);
+    for (rank_t b = 0; b < a.bins; ++b)
+      if (!cb.admits(counts[b]))
+        mmbal::detail::throw_invalid("the partitioner '", who, "' broke the count cap: bin ", b, " holds ", counts[b],
+                                     " items, allowed ", cb.lo, "..", cb.hi);
+  }
+  if (limits.capacity) {
+    const std::vector<double> loads = bin_loads(a, weights, cost);
+    for (rank_t b = 0; b < a.bins; ++b)
+      if (!(loads[b] <= *limits.capacity))
+        mmbal::detail::throw_invalid("the partitioner '", who, "' broke the capacity: bin ", b, " costs ", loads[b],
+                                     " > ", *limits.capacity);
+  }
+}
 }  // namespace detail
 
 /// Options of a `phase_balancer`.
@@ -107,7 +143,8 @@ struct phase_loads {
 ///
 /// - `balance(problem)`: runs the partitioner (`balance::partition_problem`), then `refine`
 ///   when asked. A user's partitioner's result is validated (right size and bins, every item
-///   once); the built-in ones are tested instead. Throws `invalid_input` naming the algorithm.
+///   once, and the problem's groups, count cap and capacity met: `detail::check_meets`); the
+///   built-in ones are tested instead. Throws `invalid_input` naming the algorithm.
 /// - `measure(...)`: per-bin costs before/after and the lower bound, `cost/metrics.hpp`.
 /// - `name()`, `cost_name()`: as given in `balancer_options`, else the objects' own names.
 ///   Throws `invalid_input` at construction when a name is empty (a type that is not
@@ -136,7 +173,7 @@ class phase_balancer {
 
   /// Balances `p` (see the class comment). O(the partitioner's cost (+ refine's)).
   [[nodiscard]] assignment balance(const balance::problem& p) const {
-    assignment a = model_->balance(p);
+    assignment a = model_->balance(p, name_);
     if (a.bins != p.bins || a.size() != p.weights.size())
       mmbal::detail::throw_invalid("the partitioner '", name_, "' returned ", a.size(), " items on ", a.bins,
                                    " bins for ", p.weights.size(), " items on ", p.bins, " bins");
@@ -159,7 +196,7 @@ class phase_balancer {
  private:
   struct model {
     virtual ~model() = default;
-    [[nodiscard]] virtual assignment balance(const balance::problem& p) const = 0;
+    [[nodiscard]] virtual assignment balance(const balance::problem& p, const std::string& name) const = 0;
     [[nodiscard]] virtual phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
                                               std::span<const rank_t> after, rank_t bins, bool equal_counts) const = 0;
   };
@@ -170,10 +207,13 @@ class phase_balancer {
     C cost;
     bool refine;
     typed(P p, C c, bool r) : part(std::move(p)), cost(std::move(c)), refine(r) {}
-    [[nodiscard]] assignment balance(const balance::problem& p) const override {
+    [[nodiscard]] assignment balance(const balance::problem& p, const std::string& name) const override {
       assignment a = balance::partition_problem(part, p, cost);
       if constexpr (!detail::tested_partitioner<P>) {
-        if (a.bins == p.bins && a.size() == p.weights.size()) a.validate();
+        if (a.bins == p.bins && a.size() == p.weights.size()) {
+          a.validate();
+          detail::check_meets(a, p.weights, cost, p.limits, name);
+        }
       }
       if (refine) a = balance::refine(p.weights, a, cost, p.limits);
       return a;

@@ -172,7 +172,8 @@ inline std::vector<double> load_librispeech(const std::string& file) {
   tried += "compile-time MMBAL_DATA_DIR (not defined)";
 #endif
   detail::throw_invalid("cannot find the mmbal length data directory; tried: ", tried,
-                        ". Pass --data-dir DIR or set MMBAL_DATA_DIR to the repository's data/ folder");
+                        ". Pass --data-dir DIR or set MMBAL_DATA_DIR to the repository's data/ folder (installed: "
+                        "<prefix>/share/mmbal/data, find_package(mmbal) sets mmbal_DATA_DIR)");
 }
 
 /// Loads every length file from `dir` (layout of the repository's `data/`). O(rows).
