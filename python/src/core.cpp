@@ -1299,6 +1299,19 @@ with mmbal.bitfield_mask(workload, ...) or BitfieldMask.from_bits(bits, document
       .def("block_workloads", &py_mask::block_workloads, py::arg("block") = 128,
            "int64 per block of `block` tokens: attended pairs of its queries (exact, no dense mask).")
       .def("dense", &py_mask::dense, "The T x T bool matrix (row = query); T <= 32768.")
+      .def(
+          "__eq__",
+          [](const py_mask& a, py::handle b) -> py::object {
+            if (!py::isinstance<py_mask>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+            return py::bool_(a.mask == b.cast<const py_mask&>().mask);
+          },
+          py::is_operator(), "Equal bits and documents (by value; masks are immutable, so they also hash by value).")
+      .def(
+          "__hash__",
+          [](const py_mask& m) {
+            return py::hash(py::make_tuple(m.mask.size(), py::bytes(reinterpret_cast<const char*>(m.mask.bits().data()),
+                                                                    m.mask.size() * sizeof(std::uint64_t))));
+          })
       .def("block_mask", &py_mask::block_mask, py::arg("q_block") = 128, py::arg("kv_block") = 128,
            "FlexAttention BlockMask arrays (int32, batch and head dims of 1): kv_num_blocks (1,1,Q), kv_indices "
            "(1,1,Q,K), full_kv_num_blocks, full_kv_indices, q_num_blocks (1,1,K), q_indices (1,1,K,Q), "

@@ -254,6 +254,10 @@ def test_plans_workloads_and_masks_pickle_to_equal_objects():
     back = pickle.loads(pickle.dumps(mask))
     assert back.bits.tolist() == mask.bits.tolist() and back.documents.tolist() == mask.documents.tolist()
     assert np.array_equal(back.dense(), mask.dense())
+    # Masks compare and hash by value (they had no __eq__: two identical masks were unequal).
+    assert back == mask and hash(back) == hash(mask) and len({back, mask}) == 1
+    other = mmbal.BitfieldMask.from_bits(mask.bits, np.where(mask.documents == 0, 0, mask.documents + 1))
+    assert other != mask and mask != 5 and mask != None  # noqa: E711
     # a state that does not describe a plan / workload / mask
     state = list(plans[0].__getstate__())
     for index, value, message in [(0, 4, r"rank = 4 is out of range \[0, 4\)"), (3, np.zeros(40, np.int32), "slot"), (6, np.ones(3, np.int64), "sizes has 3 entries")]:
