@@ -46,6 +46,11 @@ __all__ = [
     "distribute_tokens",
     "BitfieldMask",
     "bitfield_mask",
+    "FitResult",
+    "fit_cost",
+    "OnlineFit",
+    "should_balance",
+    "pipeline_orders",
 ]
 
 _CONSTRAINTS = ("count_cap", "capacity", "groups", "bytes", "ranks_per_node")
@@ -464,3 +469,125 @@ def bitfield_mask(workload, samples=None, *, assign="modality", layout="embedded
     if not isinstance(workload, Workload):
         raise Error(f"bitfield_mask: expected an mmbal.Workload, got {type(workload).__name__}")
     return _core.bitfield_mask(workload, samples, assign, layout)
+
+
+class FitResult:
+    """A fitted per-sample cost c(L) = x L^2 + y L + z (x, y, z >= 0; LoongForge 2.1).
+
+    Attributes: ``x``, ``y``, ``z``; ``cost``, the spec string every ``cost=`` argument takes
+    (``balance``, ``Orchestrator`` policies, ``should_balance``); ``error_mean`` and
+    ``error_max``, the relative errors of the predicted step times (max over ranks of the
+    summed sample costs) on the fitted steps; ``objective`` (sum of squared relative errors),
+    ``iterations`` (Gauss-Newton), ``initial`` (x, y, z of the heaviest-rank NNLS start).
+    """
+
+    __slots__ = ("x", "y", "z", "cost", "error_mean", "error_max", "objective", "iterations", "initial")
+
+    def __init__(self, fields: dict):
+        for key in self.__slots__:
+            setattr(self, key, fields[key])
+
+    def __repr__(self) -> str:
+        return f"FitResult({self.cost!r}, error_mean={self.error_mean:.4g}, error_max={self.error_max:.4g})"
+
+
+def fit_cost(steps, *, temperature=1e-4) -> FitResult:
+    """Fits the per-sample cost c(L) = x L^2 + y L + z to measured training steps.
+
+    Args:
+        steps: a sequence of ``(ranks, step_time)`` pairs, one per measured step: ``ranks`` holds,
+            for every data-parallel rank, the lengths of the samples it ran (a sequence of
+            integer arrays); ``step_time`` the step's measured time (> 0, any unit: the
+            coefficients take it).
+        temperature: the relative temperature of the log-sum-exp that smooths the max over
+            ranks while fitting (default 1e-4; the reported errors use the exact max).
+
+    The step waits for its slowest rank, so the fit targets the max over ranks (initialised
+    by non-negative least squares on every step's heaviest rank, then refined by projected
+    Gauss-Newton). Deterministic. The GIL is released while fitting. @see LoongForge 2.1.
+
+    Raises:
+        Error: no steps, a step without ranks or samples, a step time that is not finite and
+            > 0, a negative or non-integer length, a bad temperature.
+    """
+    return FitResult(_core.fit_cost(steps, temperature))
+
+
+class OnlineFit:
+    """The online refit of :func:`fit_cost` over the last ``window`` steps (default 64): add
+    every measured step with :meth:`add_step`, read the current model with :meth:`fit` (refit
+    only when steps arrived since the last call). Safe to share between threads."""
+
+    def __init__(self, window=64, *, temperature=1e-4):
+        self._core = _core.OnlineFit(window, temperature)
+
+    def add_step(self, ranks, step_time) -> None:
+        """Adds one step (``ranks``, ``step_time`` as in :func:`fit_cost`); the oldest leaves
+        once the window is full. Raises :class:`Error` naming the step by its arrival index."""
+        self._core.add_step(ranks, step_time)
+
+    def fit(self) -> FitResult:
+        """The model fitted to the current window. Raises :class:`Error` before the first step."""
+        return FitResult(self._core.fit())
+
+    @property
+    def window(self) -> int:
+        return self._core.window
+
+    @property
+    def size(self) -> int:
+        """Steps in the window now."""
+        return self._core.size
+
+    @property
+    def steps_added(self) -> int:
+        return self._core.steps_added
+
+
+def should_balance(ranks, cost, *, threshold=0.02) -> dict:
+    """LoongForge's trigger: whether rebalancing the current placement can pay off.
+
+    Args:
+        ranks: for every data-parallel rank, the lengths of the samples it holds now.
+        cost: a fitted cost: a :class:`FitResult` or its ``cost`` spec (``fitted:x=..,y=..,z=..``).
+        threshold: the least relative drop of the max worth a rebalance (default 0.02).
+
+    Returns:
+        dict: ``balance`` (bool), ``reason`` (``balance``, ``no_load``, ``dominant_sample`` or
+        ``below_threshold``), ``max_load``, ``mean_load``, ``largest_sample``, ``imbalance``
+        (max/mean - 1), ``gain_bound`` (no placement lowers the max by more), ``explanation``.
+
+    No placement of the same samples has a max below max(mean, largest sample), so balancing
+    is skipped when the max is within ``threshold`` of that bound. O(samples). @see LoongForge 2.3.
+    """
+    return _core.should_balance(ranks, cost.cost if isinstance(cost, FitResult) else cost, threshold)
+
+
+def pipeline_orders(forward, backward, *, orders=("identity", "verl", "disttrain", "search"), schedule="1f1b",
+                    hop=0.0, max_evaluations=0, seed=0) -> dict:
+    """Orders of a pipeline's micro-batches and their simulated makespans (DistTrain 6.2).
+
+    Args:
+        forward, backward: stages x micro-batches arrays of times (finite, >= 0), micro-batches
+            in their given order; e.g. measured, or from a cost model per stage.
+        orders: names among ``identity``, ``verl`` (largest in the middle), ``disttrain``
+            (DistTrain Alg. 3) and ``search`` (a deterministic simulator-driven search from the
+            others: never worse than them).
+        schedule: ``1f1b`` (default), ``interleaved:V`` or ``gpipe``.
+        hop: communication time per stage hop (default 0).
+        max_evaluations: the search's simulations (default 0: a budget that scales with p and m).
+        seed: the search's perturbation seed.
+
+    Returns:
+        dict: ``orders`` (name -> (order, makespan); ``order`` a read-only int64 permutation of
+        the micro-batches, run first to last), ``best`` (the name with the least makespan, the
+        first listed on ties), ``lower_bound`` (no order does better), ``stages``,
+        ``micro_batches``, ``schedule``.
+
+    Deterministic; the GIL is released while the orders are computed. Bounded like the tool:
+    p * m * V <= 2^22 simulated operations, p * m^2 <= 2^26 for ``disttrain``/``search``.
+    """
+    if isinstance(orders, str):
+        orders = (orders,)
+    return _core.pipeline_orders(forward, backward, orders, schedule, hop, max_evaluations, seed)
+

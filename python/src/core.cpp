@@ -20,6 +20,7 @@
 #include <mmbal/context/distribute.hpp>
 #include <mmbal/core/error.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/fit.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/mask/bitfield.hpp>
 #include <mmbal/mask/block_mask.hpp>
@@ -27,6 +28,7 @@
 #include <mmbal/mask/workloads.hpp>
 #include <mmbal/orchestrate/orchestrator.hpp>
 #include <mmbal/orchestrate/policy.hpp>
+#include <mmbal/pipeline/pipeline.hpp>
 #include <mmbal/rearrange/alltoall_plan.hpp>
 #include <mmbal/rearrange/rearrangement.hpp>
 #include <mmbal/sampling/isf.hpp>
@@ -1114,6 +1116,207 @@ py_mask mask_of_workload(const py_workload& w, py::handle samples, py::handle as
 
 }  // namespace
 
+// ------------------------------------------------------------------ fitted cost, pipeline orders
+
+/// One measured step from Python: `ranks` a sequence (one entry per data-parallel rank) of
+/// integer arrays of the sample lengths that rank ran, `step_time` the measured time (> 0).
+mmbal::cost::observed_step to_step(py::handle ranks, py::handle step_time, std::size_t index) {
+  const std::string where = "steps[" + std::to_string(index) + "]";
+  if (!py::isinstance<py::sequence>(ranks) || py::isinstance<py::str>(ranks))
+    throw_invalid(where, ".ranks: expected a sequence of per-rank length arrays, got ", std::string(py::repr(ranks)));
+  mmbal::cost::observed_step s;
+  const auto seq = py::reinterpret_borrow<py::sequence>(ranks);
+  s.ranks.reserve(py::len(seq));
+  for (std::size_t r = 0; r < py::len(seq); ++r) {
+    const std::string name = where + ".ranks[" + std::to_string(r) + "]";
+    const lengths_view l(seq[r], name.c_str(), u32_max);
+    s.ranks.emplace_back(l.values.begin(), l.values.end());
+  }
+  if (is_boolean(step_time) || !PyNumber_Check(step_time.ptr()) || py::isinstance<py::str>(step_time))
+    throw_invalid(where, ".step_time: expected a number, got ", std::string(py::repr(step_time)));
+  s.step_time = py::float_(py::reinterpret_borrow<py::object>(step_time));
+  return s;
+}
+
+mmbal::cost::fit_options to_fit_options(py::handle temperature) {
+  mmbal::cost::fit_options o;
+  if (is_boolean(temperature) || !PyNumber_Check(temperature.ptr()))
+    throw_invalid("temperature: expected a number, got ", std::string(py::repr(temperature)));
+  o.temperature = py::float_(py::reinterpret_borrow<py::object>(temperature));
+  return o;  // checked by the fitter, which names it
+}
+
+py::dict fit_dict(const mmbal::cost::fit_result& r) {
+  py::dict d;
+  d["x"] = r.model.x();
+  d["y"] = r.model.y();
+  d["z"] = r.model.z();
+  d["cost"] = mmbal::spec::to_spec(mmbal::spec::any_cost{r.model});
+  d["error_mean"] = r.error.mean;
+  d["error_max"] = r.error.max;
+  d["objective"] = r.objective;
+  d["iterations"] = r.iterations;
+  d["initial"] = py::make_tuple(r.initial.x(), r.initial.y(), r.initial.z());
+  return d;
+}
+
+/// `fit_cost` over `steps`, a sequence of (ranks, step_time) pairs. The GIL is released while fitting.
+py::dict fit_cost(py::handle steps, py::handle temperature) {
+  if (!py::isinstance<py::sequence>(steps) || py::isinstance<py::str>(steps))
+    throw_invalid("steps: expected a sequence of (ranks, step_time) pairs, got ", std::string(py::repr(steps)));
+  const auto seq = py::reinterpret_borrow<py::sequence>(steps);
+  std::vector<mmbal::cost::observed_step> observed;
+  observed.reserve(py::len(seq));
+  for (std::size_t k = 0; k < py::len(seq); ++k) {
+    const py::object pair = seq[k];
+    if (!py::isinstance<py::sequence>(pair) || py::isinstance<py::str>(pair) || py::len(pair) != 2)
+      throw_invalid("steps[", k, "]: expected a (ranks, step_time) pair, got ", std::string(py::repr(pair)));
+    observed.push_back(to_step(pair[py::int_(0)], pair[py::int_(1)], k));
+  }
+  const mmbal::cost::fit_options o = to_fit_options(temperature);
+  mmbal::cost::fit_result r;
+  {
+    py::gil_scoped_release unlocked;
+    r = mmbal::cost::fit_cost(std::span<const mmbal::cost::observed_step>(observed), o);
+  }
+  return fit_dict(r);
+}
+
+/// The online refit (`cost::online_fit`): a window of the latest steps. One lock per object:
+/// `fit` refits in place, so two threads must not run it at once.
+struct py_online_fit {
+  mmbal::cost::online_fit core;
+  std::mutex lock;
+  py_online_fit(py::handle window, py::handle temperature)
+      : core(static_cast<std::size_t>(int_in_range(window, "window", 1, std::uint64_t{1} << 20)),
+             to_fit_options(temperature)) {}
+  void add_step(py::handle ranks, py::handle step_time) {
+    const std::lock_guard<std::mutex> held(lock);
+    core.add_step(to_step(ranks, step_time, core.steps_added()));
+  }
+  py::dict fit() {
+    const std::lock_guard<std::mutex> held(lock);
+    const mmbal::cost::fit_result* r = nullptr;
+    {
+      py::gil_scoped_release unlocked;
+      r = &core.fit();
+    }
+    return fit_dict(*r);
+  }
+};
+
+/// `should_balance` for per-rank sample lengths under a fitted cost (a `fitted:` spec).
+py::dict should_balance(py::handle ranks, py::handle cost_spec, py::handle threshold) {
+  const mmbal::spec::any_cost any = mmbal::spec::parse_cost(text_arg(cost_spec, "cost"));
+  const auto* model = std::get_if<mmbal::cost::fitted>(&any);
+  if (model == nullptr)
+    throw_invalid("should_balance: cost '", text_arg(cost_spec, "cost"),
+                  "' is not a fitted cost (give fitted:x=..,y=..,z=.., e.g. a fit's 'cost')");
+  if (!py::isinstance<py::sequence>(ranks) || py::isinstance<py::str>(ranks))
+    throw_invalid("ranks: expected a sequence of per-rank length arrays, got ", std::string(py::repr(ranks)));
+  const auto seq = py::reinterpret_borrow<py::sequence>(ranks);
+  std::vector<std::vector<mmbal::length_t>> lengths;
+  for (std::size_t r = 0; r < py::len(seq); ++r) {
+    const std::string name = "ranks[" + std::to_string(r) + "]";
+    const lengths_view l(seq[r], name.c_str(), u32_max);
+    lengths.emplace_back(l.values.begin(), l.values.end());
+  }
+  mmbal::cost::trigger_options o;
+  if (is_boolean(threshold) || !PyNumber_Check(threshold.ptr()))
+    throw_invalid("threshold: expected a number, got ", std::string(py::repr(threshold)));
+  o.threshold = py::float_(py::reinterpret_borrow<py::object>(threshold));
+  const mmbal::cost::trigger_decision d = mmbal::cost::should_balance(lengths, *model, o);
+  py::dict out;
+  out["balance"] = d.balance;
+  out["reason"] = std::string(mmbal::cost::to_string(d.reason));
+  out["max_load"] = d.max_load;
+  out["mean_load"] = d.mean_load;
+  out["largest_sample"] = d.largest_sample;
+  out["imbalance"] = d.imbalance;
+  out["gain_bound"] = d.gain_bound;
+  out["explanation"] = d.explanation;
+  return out;
+}
+
+/// Stage times from two p × m arrays of numbers (NumPy converts; the values are checked by
+/// `pipeline::validate`, which names the entry as forward[s][j]).
+mmbal::pipeline::stage_times to_stage_times(py::handle forward, py::handle backward) {
+  auto matrix = [](py::handle obj, const char* name) {
+    py::array_t<double, py::array::c_style | py::array::forcecast> a;
+    try {
+      if (py::isinstance<py::array>(obj) && py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'f' &&
+          py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'i' &&
+          py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'u')
+        throw py::type_error();
+      a = py::module_::import("numpy").attr("asarray")(obj, py::arg("dtype") = "float64");
+    } catch (py::error_already_set&) {
+      throw_invalid(name, ": expected a stages x micro-batches array of times, got ", std::string(py::repr(obj)));
+    } catch (const py::type_error&) {
+      throw_invalid(name, ": expected numbers, got dtype ",
+                    std::string(py::str(py::reinterpret_borrow<py::array>(obj).dtype())));
+    }
+    if (a.ndim() != 2 || a.shape(0) == 0 || a.shape(1) == 0)
+      throw_invalid(name, ": expected a non-empty 2-D array (stages x micro-batches), got ", a.ndim(), " dimensions");
+    return a;
+  };
+  const auto f = matrix(forward, "forward"), b = matrix(backward, "backward");
+  if (f.shape(0) != b.shape(0) || f.shape(1) != b.shape(1))
+    throw_invalid("forward is ", f.shape(0), " x ", f.shape(1), " but backward is ", b.shape(0), " x ", b.shape(1));
+  if (static_cast<std::uint64_t>(f.shape(0)) > u32_max || static_cast<std::uint64_t>(f.shape(1)) > u32_max)
+    throw_invalid("forward: ", f.shape(0), " x ", f.shape(1), " exceeds 2^32 - 1 stages or micro-batches");
+  mmbal::pipeline::stage_times t(static_cast<std::uint32_t>(f.shape(0)), static_cast<std::uint32_t>(f.shape(1)));
+  std::copy(f.data(), f.data() + f.size(), t.forward.begin());
+  std::copy(b.data(), b.data() + b.size(), t.backward.begin());
+  mmbal::pipeline::validate(t);
+  return t;
+}
+
+/// Every order of `orders` (names) with its makespan, the best (first on ties) and the lower
+/// bound of every order, under `schedule` and `hop`. The GIL is released while searching.
+py::dict pipeline_orders(py::handle forward, py::handle backward, py::handle orders, py::handle schedule_spec,
+                         py::handle hop_in, py::handle max_evaluations, py::handle seed) {
+  const mmbal::pipeline::stage_times t = to_stage_times(forward, backward);
+  std::vector<mmbal::pipeline::order_kind> kinds;
+  if (!py::isinstance<py::sequence>(orders) || py::isinstance<py::str>(orders))
+    throw_invalid("orders: expected a sequence of order names, got ", std::string(py::repr(orders)));
+  const auto names = py::reinterpret_borrow<py::sequence>(orders);
+  for (std::size_t k = 0; k < py::len(names); ++k)
+    kinds.push_back(mmbal::spec::parse_order_kind(text_arg(names[k], "orders[" + std::to_string(k) + "]")));
+  if (kinds.empty()) throw_invalid("orders: empty (give at least one of identity, verl, disttrain, search)");
+  const mmbal::pipeline::schedule sched = mmbal::spec::parse_schedule(text_arg(schedule_spec, "schedule"));
+  if (is_boolean(hop_in) || !PyNumber_Check(hop_in.ptr()))
+    throw_invalid("hop: expected a number, got ", std::string(py::repr(hop_in)));
+  const double hop = py::float_(py::reinterpret_borrow<py::object>(hop_in));
+  mmbal::pipeline::search_options o;
+  o.max_evaluations = int_in_range(max_evaluations, "max_evaluations", 0, std::uint64_t{1} << 32);
+  o.seed = int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max());
+  std::vector<mmbal::pipeline::order_report> reports;
+  double lower = 0;
+  {
+    py::gil_scoped_release unlocked;
+    reports = mmbal::pipeline::compute_orders(t, kinds, sched, hop, o);
+    lower = mmbal::pipeline::lower_bound(t, sched, hop);
+  }
+  py::dict by_name;
+  std::size_t best = 0;
+  for (std::size_t k = 0; k < reports.size(); ++k) {
+    std::vector<std::int64_t> order(reports[k].order.begin(), reports[k].order.end());
+    by_name[py::str(std::string(mmbal::pipeline::to_string(reports[k].kind)))] =
+        py::make_tuple(read_only(to_numpy(std::move(order))), reports[k].makespan);
+    if (reports[k].makespan < reports[best].makespan) best = k;
+  }
+  py::dict out;
+  out["orders"] = by_name;
+  out["best"] = std::string(mmbal::pipeline::to_string(reports[best].kind));
+  // Both sum the same times in different orders: rounding could put the bound an ulp above the
+  // best makespan (the tool clamps it the same way).
+  out["lower_bound"] = std::min(lower, reports[best].makespan);
+  out["stages"] = t.stages;
+  out["micro_batches"] = t.micro_batches;
+  out["schedule"] = mmbal::pipeline::to_spec(sched);
+  return out;
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "mmbal._core: the C++ core of the mmbal Python package (use the package `mmbal`, not this module).";
 
@@ -1264,6 +1467,20 @@ length). Source layout of every phase: on each rank its items in ascending item 
       .def("composed_plan", &py_orchestration::composed_plan, py::arg("modality"), py::arg("rank"),
            py::arg("sizes") = py::none(), "Composed encoder->LLM AllToAllPlan of `modality` for `rank`.");
 
+  m.def("fit_cost", &fit_cost, py::arg("steps"), py::arg("temperature"),
+        "Fits c(L) = x L^2 + y L + z to measured steps (cost::fit_cost). See mmbal.fit_cost.");
+  py::class_<py_online_fit>(m, "OnlineFit", "The online refit over a window of steps (see mmbal.OnlineFit).")
+      .def(py::init<py::handle, py::handle>(), py::arg("window"), py::arg("temperature"))
+      .def("add_step", &py_online_fit::add_step, py::arg("ranks"), py::arg("step_time"))
+      .def("fit", &py_online_fit::fit)
+      .def_property_readonly("window", [](const py_online_fit& f) { return f.core.window(); })
+      .def_property_readonly("size", [](const py_online_fit& f) { return f.core.size(); })
+      .def_property_readonly("steps_added", [](const py_online_fit& f) { return f.core.steps_added(); });
+  m.def("should_balance", &should_balance, py::arg("ranks"), py::arg("cost"), py::arg("threshold"),
+        "LoongForge's trigger (cost::should_balance). See mmbal.should_balance.");
+  m.def("pipeline_orders", &pipeline_orders, py::arg("forward"), py::arg("backward"), py::arg("orders"),
+        py::arg("schedule"), py::arg("hop"), py::arg("max_evaluations"), py::arg("seed"),
+        "Micro-batch orders and their simulated makespans (pipeline::compute_orders). See mmbal.pipeline_orders.");
   m.def("isf", &isf, py::arg("vision"), py::arg("text"), py::arg("qv"), py::arg("qt"), py::arg("qv_target"),
         py::arg("qt_target"), py::arg("iterations"), py::arg("seed"), py::arg("oversize"), py::arg("drop_unfilled"),
         py::arg("sort_tail"), "OmniBal ISF; returns (members, offsets, singletons, dropped, stats). See mmbal.isf.");
