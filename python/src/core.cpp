@@ -122,9 +122,16 @@ py::array integer_array(py::handle obj, const char* name) {
   }
   if (a.size() == 0) return py::array_t<std::int64_t>(0);
   char kind = a.dtype().kind();
-  if ((kind == 'f' || kind == 'O') && (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj))) {
+  const bool sequence = py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj);
+  if ((kind == 'f' || kind == 'O') && sequence) {
     a = python_ints(obj, name);
     kind = 'u';
+  }
+  if (kind == 'i' && sequence) {  // NumPy reads [3, True, 2] as [3, 1, 2]: a bool is not a length
+    const auto seq = py::reinterpret_borrow<py::sequence>(obj);
+    for (std::size_t i = 0; i < py::len(seq); ++i)
+      if (PyBool_Check(PySequence_Fast_GET_ITEM(seq.ptr(), static_cast<Py_ssize_t>(i))))
+        throw_invalid(name, "[", i, "] = ", std::string(py::repr(seq[i])), " is not an int");
   }
   if (kind != 'i' && kind != 'u')
     throw_invalid(name, ": expected integers, got dtype ", std::string(py::str(a.dtype())));

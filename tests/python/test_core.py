@@ -502,6 +502,10 @@ def test_integer_lists_numpy_reads_as_floats_name_the_element():
         mmbal.balance([-1, 2**63], 3)
     with pytest.raises(mmbal.Error, match=r"lengths\[1\] = 2.5 is not an int"):
         mmbal.balance([1, 2.5], 2)
+    with pytest.raises(mmbal.Error, match=r"lengths\[1\] = True is not an int"):  # NumPy made it 1
+        mmbal.balance([3, True, 2], 2)
+    with pytest.raises(mmbal.Error, match=r"sizes\[0\] = False is not an int"):
+        mmbal.alltoall_plan([0, 0], mmbal.Assignment([0, 0], [0, 1], 1), (False, 2), 0)
     top = 2**64 - 1
     a = mmbal.balance([1, 2, 3, 4], 2, groups=[top, 0, 0, 1])  # groups up to 2^64 - 1, as documented
     a.validate()
