@@ -585,7 +585,9 @@ def pipeline_orders(forward, backward, *, orders=("identity", "verl", "disttrain
         ``micro_batches``, ``schedule``.
 
     Deterministic; the GIL is released while the orders are computed. Bounded like the tool:
-    p * m * V <= 2^22 simulated operations, p * m^2 <= 2^26 for ``disttrain``/``search``.
+    p * m * V <= 2^22 simulated operations, and p * m^2 <= 2^26 for 1F1B and interleaved
+    schedules (their lower bound, ``disttrain`` and ``search`` are quadratic in m). The search's
+    time grows with ``max_evaluations`` (up to 2^32).
     """
     if isinstance(orders, str):
         orders = (orders,)

@@ -230,6 +230,26 @@ bool as_flag(py::handle obj, const char* name) {
   throw_invalid(name, ": expected True or False, got ", std::string(py::repr(obj)));
 }
 
+/// A real number from `obj`: a Python int or float, or a NumPy / torch integer or floating
+/// scalar (0-d); not a bool, a complex, an array of more than one dimension-less value or a
+/// string. Else `invalid_input` naming `name` (a bare PyNumber_Check let complex numbers,
+/// one-element arrays and ints beyond a double through, or raised OverflowError).
+double number_arg(py::handle obj, const char* name) {
+  bool real = PyLong_Check(obj.ptr()) || PyFloat_Check(obj.ptr());
+  if (!real && py::hasattr(obj, "dtype") && py::hasattr(obj, "ndim")) {
+    const std::string dtype = py::str(obj.attr("dtype"));
+    const bool numeric = dtype.find("int") != std::string::npos || dtype.find("float") != std::string::npos;
+    real = numeric && obj.attr("ndim").cast<py::ssize_t>() == 0;
+  }
+  if (!real || is_boolean(obj)) throw_invalid(name, ": expected a real number, got ", std::string(py::repr(obj)));
+  const double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    throw_invalid(name, " = ", std::string(py::repr(obj)), " is beyond a double");
+  }
+  return v;
+}
+
 /// An int from `obj` in [lo, hi], else `invalid_input` naming `name` and the value.
 std::uint64_t int_in_range(py::handle obj, const char* name, std::uint64_t lo, std::uint64_t hi) {
   const py::int_ v = as_index(obj, name);
@@ -1139,17 +1159,13 @@ mmbal::cost::observed_step to_step(py::handle ranks, py::handle step_time, std::
     const lengths_view l(seq[r], name.c_str(), u32_max);
     s.ranks.emplace_back(l.values.begin(), l.values.end());
   }
-  if (is_boolean(step_time) || !PyNumber_Check(step_time.ptr()) || py::isinstance<py::str>(step_time))
-    throw_invalid(where, ".step_time: expected a number, got ", std::string(py::repr(step_time)));
-  s.step_time = py::float_(py::reinterpret_borrow<py::object>(step_time));
+  s.step_time = number_arg(step_time, (where + ".step_time").c_str());
   return s;
 }
 
 mmbal::cost::fit_options to_fit_options(py::handle temperature) {
   mmbal::cost::fit_options o;
-  if (is_boolean(temperature) || !PyNumber_Check(temperature.ptr()))
-    throw_invalid("temperature: expected a number, got ", std::string(py::repr(temperature)));
-  o.temperature = py::float_(py::reinterpret_borrow<py::object>(temperature));
+  o.temperature = number_arg(temperature, "temperature");
   return o;  // checked by the fitter, which names it
 }
 
@@ -1189,8 +1205,10 @@ py::dict fit_cost(py::handle steps, py::handle temperature) {
   return fit_dict(r);
 }
 
-/// The online refit (`cost::online_fit`): a window of the latest steps. One lock per object:
-/// `fit` refits in place, so two threads must not run it at once.
+/// The online refit (`cost::online_fit`): a window of the latest steps. One lock per object
+/// (`fit` refits in place). The lock is taken only with the GIL released and nothing Python
+/// runs under it: a thread waiting for it while holding the GIL deadlocked against one that
+/// needed the GIL back (session 30). Input is converted before, the result after.
 struct py_online_fit {
   mmbal::cost::online_fit core;
   std::mutex lock;
@@ -1198,17 +1216,31 @@ struct py_online_fit {
       : core(static_cast<std::size_t>(int_in_range(window, "window", 1, std::uint64_t{1} << 20)),
              to_fit_options(temperature)) {}
   void add_step(py::handle ranks, py::handle step_time) {
-    const std::lock_guard<std::mutex> held(lock);
-    core.add_step(to_step(ranks, step_time, core.steps_added()));
-  }
-  py::dict fit() {
-    const std::lock_guard<std::mutex> held(lock);
-    const mmbal::cost::fit_result* r = nullptr;
+    std::uint64_t index = 0;
     {
       py::gil_scoped_release unlocked;
-      r = &core.fit();
+      const std::lock_guard<std::mutex> held(lock);
+      index = core.steps_added();  // names the step in errors; a concurrent add may take it first
     }
-    return fit_dict(*r);
+    mmbal::cost::step_features step = mmbal::cost::features_of(to_step(ranks, step_time, index), index);
+    py::gil_scoped_release unlocked;
+    const std::lock_guard<std::mutex> held(lock);
+    core.add_features(std::move(step));
+  }
+  py::dict fit() {
+    mmbal::cost::fit_result r;
+    {
+      py::gil_scoped_release unlocked;
+      const std::lock_guard<std::mutex> held(lock);
+      r = core.fit();  // a copy: a concurrent add_step refits the object's own
+    }
+    return fit_dict(r);
+  }
+  template <class F>
+  auto locked(F&& f) {
+    py::gil_scoped_release unlocked;
+    const std::lock_guard<std::mutex> held(lock);
+    return f();
   }
 };
 
@@ -1229,9 +1261,7 @@ py::dict should_balance(py::handle ranks, py::handle cost_spec, py::handle thres
     lengths.emplace_back(l.values.begin(), l.values.end());
   }
   mmbal::cost::trigger_options o;
-  if (is_boolean(threshold) || !PyNumber_Check(threshold.ptr()))
-    throw_invalid("threshold: expected a number, got ", std::string(py::repr(threshold)));
-  o.threshold = py::float_(py::reinterpret_borrow<py::object>(threshold));
+  o.threshold = number_arg(threshold, "threshold");
   const mmbal::cost::trigger_decision d = mmbal::cost::should_balance(lengths, *model, o);
   py::dict out;
   out["balance"] = d.balance;
@@ -1248,23 +1278,25 @@ py::dict should_balance(py::handle ranks, py::handle cost_spec, py::handle thres
 /// Stage times from two p × m arrays of numbers (NumPy converts; the values are checked by
 /// `pipeline::validate`, which names the entry as forward[s][j]).
 mmbal::pipeline::stage_times to_stage_times(py::handle forward, py::handle backward) {
+  // NumPy reads the input as it is first (strings, bools, None, complex numbers and masked
+  // arrays would all convert to float64 silently), then a real dtype is converted.
   auto matrix = [](py::handle obj, const char* name) {
-    py::array_t<double, py::array::c_style | py::array::forcecast> a;
+    static const py::handle masked_array = py::object(py::module_::import("numpy.ma").attr("MaskedArray")).release();
+    if (py::isinstance(obj, masked_array))
+      throw_invalid(name, ": a masked array (numpy.ma) is not supported; pass its .filled() values");
+    py::array raw;
     try {
-      if (py::isinstance<py::array>(obj) && py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'f' &&
-          py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'i' &&
-          py::reinterpret_borrow<py::array>(obj).dtype().kind() != 'u')
-        throw py::type_error();
-      a = py::module_::import("numpy").attr("asarray")(obj, py::arg("dtype") = "float64");
+      raw = py::module_::import("numpy").attr("asarray")(obj);
     } catch (py::error_already_set&) {
       throw_invalid(name, ": expected a stages x micro-batches array of times, got ", std::string(py::repr(obj)));
-    } catch (const py::type_error&) {
-      throw_invalid(name, ": expected numbers, got dtype ",
-                    std::string(py::str(py::reinterpret_borrow<py::array>(obj).dtype())));
     }
-    if (a.ndim() != 2 || a.shape(0) == 0 || a.shape(1) == 0)
-      throw_invalid(name, ": expected a non-empty 2-D array (stages x micro-batches), got ", a.ndim(), " dimensions");
-    return a;
+    const char kind = raw.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u')
+      throw_invalid(name, ": expected real numbers, got dtype ", std::string(py::str(raw.dtype())));
+    if (raw.ndim() != 2 || raw.shape(0) == 0 || raw.shape(1) == 0)
+      throw_invalid(name, ": expected a non-empty 2-D array (stages x micro-batches), got shape ",
+                    std::string(py::str(py::tuple(raw.attr("shape")))));
+    return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
   };
   const auto f = matrix(forward, "forward"), b = matrix(backward, "backward");
   if (f.shape(0) != b.shape(0) || f.shape(1) != b.shape(1))
@@ -1291,9 +1323,7 @@ py::dict pipeline_orders(py::handle forward, py::handle backward, py::handle ord
     kinds.push_back(mmbal::spec::parse_order_kind(text_arg(names[k], "orders[" + std::to_string(k) + "]")));
   if (kinds.empty()) throw_invalid("orders: empty (give at least one of identity, verl, disttrain, search)");
   const mmbal::pipeline::schedule sched = mmbal::spec::parse_schedule(text_arg(schedule_spec, "schedule"));
-  if (is_boolean(hop_in) || !PyNumber_Check(hop_in.ptr()))
-    throw_invalid("hop: expected a number, got ", std::string(py::repr(hop_in)));
-  const double hop = py::float_(py::reinterpret_borrow<py::object>(hop_in));
+  const double hop = number_arg(hop_in, "hop");
   mmbal::pipeline::search_options o;
   o.max_evaluations = int_in_range(max_evaluations, "max_evaluations", 0, std::uint64_t{1} << 32);
   o.seed = int_in_range(seed, "seed", 0, std::numeric_limits<std::uint64_t>::max());
@@ -1480,9 +1510,10 @@ length). Source layout of every phase: on each rank its items in ascending item 
       .def(py::init<py::handle, py::handle>(), py::arg("window"), py::arg("temperature"))
       .def("add_step", &py_online_fit::add_step, py::arg("ranks"), py::arg("step_time"))
       .def("fit", &py_online_fit::fit)
-      .def_property_readonly("window", [](const py_online_fit& f) { return f.core.window(); })
-      .def_property_readonly("size", [](const py_online_fit& f) { return f.core.size(); })
-      .def_property_readonly("steps_added", [](const py_online_fit& f) { return f.core.steps_added(); });
+      .def_property_readonly("window", [](py_online_fit& f) { return f.locked([&] { return f.core.window(); }); })
+      .def_property_readonly("size", [](py_online_fit& f) { return f.locked([&] { return f.core.size(); }); })
+      .def_property_readonly("steps_added",
+                             [](py_online_fit& f) { return f.locked([&] { return f.core.steps_added(); }); });
   m.def("should_balance", &should_balance, py::arg("ranks"), py::arg("cost"), py::arg("threshold"),
         "LoongForge's trigger (cost::should_balance). See mmbal.should_balance.");
   m.def("pipeline_orders", &pipeline_orders, py::arg("forward"), py::arg("backward"), py::arg("orders"),

@@ -295,6 +295,10 @@ TEST_CASE("trigger: reasons, and the gain bound holds against the brute-force op
   CHECK(mmbal::cost::should_balance(ranks_t{{5}}, fitted{0, 0, 0}).reason == trigger_reason::no_load);
   CHECK_THROWS_AS(mmbal::cost::should_balance(ranks_t{}, tokens), mmbal::invalid_input);
   CHECK_THROWS_AS(mmbal::cost::should_balance(ranks_t{{1}}, tokens, {-0.1}), mmbal::invalid_input);
+  // Loads beyond a double read inf / NaN, and NaN < threshold is false: it answered "balance".
+  CHECK_THROWS_WITH(
+      mmbal::cost::should_balance(ranks_t{std::vector<length_t>(100, UINT32_MAX), {1}}, fitted{1e290, 0, 0}),
+      Catch::Contains("overflow a double"));
 
   // The bound: no placement of the same samples reduces the max by more than gain_bound.
   auto g = mmbal::make_rng(5);

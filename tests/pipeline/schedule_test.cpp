@@ -289,6 +289,17 @@ TEST_CASE("the lower bound holds for every order (brute force, m <= 7)") {
   CHECK(naive_violations > 0);
 }
 
+TEST_CASE("the GPipe lower bound takes one pair per micro-batch (linear in m)") {
+  // It visited all m² pairs to use the m diagonal ones: 2^21 micro-batches on one stage would
+  // run 2^42 iterations (found by probing mmbal.pipeline_orders, session 30). Unit times on one
+  // stage: every order's makespan is 2m, and so is the bound (head 0 + the stage's work + tail 0).
+  const std::uint32_t m = std::uint32_t{1} << 21;
+  stage_times t(1, m);
+  std::fill(t.forward.begin(), t.forward.end(), 1.0);
+  std::fill(t.backward.begin(), t.backward.end(), 1.0);
+  CHECK(lower_bound(t, schedule{schedule_kind::gpipe, 1}) == 2.0 * m);
+}
+
 TEST_CASE("bad input is rejected with the offending entry") {
   stage_times t(2, 3);
   t.forward_at(1, 2) = -1;

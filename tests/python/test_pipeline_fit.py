@@ -79,13 +79,23 @@ def test_pipeline_orders_other_schedules_and_bad_input():
         (lambda: mmbal.pipeline_orders([[1, 2], [3]], [[1, 1], [1, 1]]), "forward: expected a stages x micro-batches"),
         (lambda: mmbal.pipeline_orders([1, 2], [1, 2]), "expected a non-empty 2-D array"),
         (lambda: mmbal.pipeline_orders([[1, 2]], [[1, 2, 3]]), "forward is 1 x 2 but backward is 1 x 3"),
-        (lambda: mmbal.pipeline_orders(np.array([["a"]]), [[1]]), "forward: expected numbers, got dtype <U1"),
+        (lambda: mmbal.pipeline_orders(np.array([["a"]]), [[1]]), "forward: expected real numbers, got dtype <U1"),
+        # NumPy converted these to float64 silently (session 30's second probe).
+        (lambda: mmbal.pipeline_orders([["1", "2"]], [[1, 1]]), "forward: expected real numbers, got dtype <U1"),
+        (lambda: mmbal.pipeline_orders([[True, False]], [[1, 1]]), "forward: expected real numbers, got dtype bool"),
+        (lambda: mmbal.pipeline_orders([[1, None]], [[1, 1]]), "forward: expected real numbers, got dtype object"),
+        (lambda: mmbal.pipeline_orders(f, b * 1j), "backward: expected real numbers, got dtype complex128"),
+        (lambda: mmbal.pipeline_orders(np.ma.masked_array(f, f > 2), b), "forward: a masked array"),
+        (lambda: mmbal.pipeline_orders(None, b), "forward: expected real numbers, got dtype object"),
+        (lambda: mmbal.pipeline_orders(f, b, hop=10**400), "hop = .* is beyond a double"),
+        (lambda: mmbal.pipeline_orders(f, b, hop=np.array([0.5])), "hop: expected a real number"),
+        (lambda: mmbal.pipeline_orders(f, b, hop=1j), "hop: expected a real number"),
         (lambda: mmbal.pipeline_orders(f, b, orders=["fastest"]), "unknown order 'fastest'"),
         (lambda: mmbal.pipeline_orders(f, b, orders=[]), "orders: empty"),
         (lambda: mmbal.pipeline_orders(f, b, orders=5), "orders: expected a sequence"),
         (lambda: mmbal.pipeline_orders(f, b, schedule="zb"), "unknown schedule 'zb'"),
         (lambda: mmbal.pipeline_orders(f, b, hop=-1.0), "hop"),
-        (lambda: mmbal.pipeline_orders(f, b, hop=True), "hop: expected a number"),
+        (lambda: mmbal.pipeline_orders(f, b, hop=True), "hop: expected a real number"),
         (lambda: mmbal.pipeline_orders(f, b, seed=-1), "seed = -1 is out of range"),
         (lambda: mmbal.pipeline_orders(np.ones((1, 20000)), np.ones((1, 20000))), "exceed"),
     ]
@@ -149,17 +159,22 @@ def test_fit_and_trigger_bad_input():
         (lambda: mmbal.fit_cost([]), "no steps|steps"),
         (lambda: mmbal.fit_cost("steps"), "steps: expected a sequence"),
         (lambda: mmbal.fit_cost([([[10]], 0.0)]), "step 0"),
-        (lambda: mmbal.fit_cost([([[10]], "1")]), r"steps\[0\].step_time: expected a number"),
-        (lambda: mmbal.fit_cost([([[10]], True)]), r"steps\[0\].step_time: expected a number"),
+        (lambda: mmbal.fit_cost([([[10]], "1")]), r"steps\[0\].step_time: expected a real number"),
+        (lambda: mmbal.fit_cost([([[10]], True)]), r"steps\[0\].step_time: expected a real number"),
+        (lambda: mmbal.fit_cost([([[10]], np.array([1.0, 2.0]))]), r"steps\[0\].step_time: expected a real number"),
+        (lambda: mmbal.fit_cost([([[10]], np.complex128(1 + 1j))]), r"steps\[0\].step_time: expected a real number"),
         (lambda: mmbal.fit_cost([([[10, -1]], 1.0)]), r"steps\[0\].ranks\[0\]\[1\] = -1 is out of range"),
         (lambda: mmbal.fit_cost([([[10]],)]), r"steps\[0\]: expected a \(ranks, step_time\) pair"),
         (lambda: mmbal.fit_cost(good, temperature=0.0), "temperature"),
-        (lambda: mmbal.fit_cost(good, temperature=None), "temperature: expected a number"),
+        (lambda: mmbal.fit_cost(good, temperature=None), "temperature: expected a real number"),
         (lambda: mmbal.OnlineFit(0), "window = 0 is out of range"),
         (lambda: mmbal.OnlineFit().fit(), ""),
         (lambda: mmbal.should_balance([[10]], "tokens"), "is not a fitted cost"),
         (lambda: mmbal.should_balance([], mmbal.fit_cost(good)), "no ranks"),
         (lambda: mmbal.should_balance([[10]], mmbal.fit_cost(good), threshold=-1.0), "threshold"),
+        (lambda: mmbal.should_balance([[10]], mmbal.fit_cost(good), threshold=1j), "threshold: expected a real number"),
+        # Loads beyond a double gave inf / NaN figures and "balance".
+        (lambda: mmbal.should_balance([[2**32 - 1] * 100, [1]], "fitted:x=1e290,y=0,z=0"), "overflow a double"),
     ]
     for call, message in cases:
         with pytest.raises(mmbal.Error, match=message):
@@ -168,3 +183,42 @@ def test_fit_and_trigger_bad_input():
     online.add_step(*good[0])
     with pytest.raises(mmbal.Error, match="step 1, field 'step_time'"):  # named by its arrival index
         online.add_step([[10]], float("inf"))
+    assert mmbal.fit_cost([([[10]], np.float32(2.0))]).cost == mmbal.fit_cost([([[10]], 2)]).cost  # NumPy scalars
+
+
+def test_gpipe_lower_bound_is_linear_in_the_micro_batches():
+    # It visited m^2 pairs to use m: 10^6 micro-batches on one stage ran for minutes.
+    m = 2**20
+    r = mmbal.pipeline_orders(np.ones((1, m)), np.ones((1, m)), orders="identity", schedule="gpipe")
+    assert r["lower_bound"] == r["orders"]["identity"][1] == 2.0 * m
+
+
+def test_online_fit_shared_by_threads_never_deadlocks(tmp_path):
+    """Two threads on one OnlineFit deadlocked the process: the lock was taken with the GIL
+    held, and fit() released the GIL under it. In a child process with a timeout."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import threading, numpy as np, mmbal\n"
+        "of = mmbal.OnlineFit(8)\n"
+        "ranks = [np.arange(1, 50)] * 8\n"
+        "def add():\n"
+        "    for _ in range(2000):\n"
+        "        of.add_step(ranks, 1.0)\n"
+        "def fit():\n"
+        "    for _ in range(200):\n"
+        "        try:\n"
+        "            assert of.fit().error_max >= 0\n"
+        "        except mmbal.Error:\n"
+        "            pass  # before the first step\n"
+        "threads = [threading.Thread(target=f) for f in (add, add, fit)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "assert of.steps_added == 4000 and of.size == 8\n"
+        "print('done')\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert p.returncode == 0 and "done" in p.stdout, (p.returncode, p.stderr[-2000:])

@@ -608,7 +608,8 @@ struct trigger_decision {
 /// - below_threshold: c_max < mean and imbalance = max/mean − 1 < threshold → skip (then the
 ///   bound is the mean and gain_bound = imbalance).
 /// - balance: otherwise.
-/// Complexity O(samples). Throws `invalid_input` when `ranks` is empty or the threshold is bad.
+/// Complexity O(samples). Throws `invalid_input` when `ranks` is empty, the threshold is bad or the loads overflow a
+/// double.
 [[nodiscard]] inline trigger_decision should_balance(const std::vector<std::vector<length_t>>& ranks,
                                                      const fitted& model, const trigger_options& options = {}) {
   if (!std::isfinite(options.threshold) || options.threshold < 0)
@@ -627,6 +628,12 @@ struct trigger_decision {
     d.max_load = std::max(d.max_load, load);
   }
   d.mean_load = total / static_cast<double>(ranks.size());
+  // Finite coefficients can still overflow a double on long samples (x = 1e290): every figure
+  // would be inf or NaN, and NaN < threshold is false, so the answer would read "balance".
+  if (!std::isfinite(total))
+    mmbal::detail::throw_invalid("trigger: the predicted loads overflow a double (total ", total,
+                                 ", largest sample cost ", d.largest_sample,
+                                 "): the cost's coefficients are too large");
   if (!(d.max_load > 0)) {
     d.reason = trigger_reason::no_load;
     d.explanation = "no predicted load on any rank";
