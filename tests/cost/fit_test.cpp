@@ -152,6 +152,30 @@ TEST_CASE("noiseless steps: the coefficients are recovered exactly") {
   }
 }
 
+TEST_CASE("noiseless steps whose heaviest rank has more samples, not more tokens: fitted exactly") {
+  // Found by probing mmbal.fit_cost (session 30): c(L) = 2.4513e-7 L² + 0.014171. In step 0 the
+  // rank with 11 short samples outweighs the rank with 7 long ones; the initialisation picked
+  // by tokens only and stayed there (x = 2.54e-6, y = z = 0, 17.5 % off). It now also starts
+  // by Σ L² and by count.
+  const double x = 2.4513e-7, z = 0.014171;
+  auto time = [&](const std::vector<std::vector<length_t>>& ranks) {
+    double worst = 0;
+    for (const auto& r : ranks) {
+      double load = 0;
+      for (const length_t l : r) load += x * static_cast<double>(l) * l + z;
+      worst = std::max(worst, load);
+    }
+    return worst;
+  };
+  std::vector<observed_step> steps{{{{18, 43, 27, 68, 28, 1, 7, 55, 23, 5, 48}, {99, 89, 96, 87, 93, 10, 92}}, 0},
+                                   {{{84}}, 0}};
+  for (auto& s : steps) s.step_time = time(s.ranks);
+  const auto r = mmbal::cost::fit_cost(steps);
+  CHECK(r.error.max < 1e-9);
+  CHECK(relative(r.model.x(), x) < 1e-6);
+  CHECK(relative(r.model.z(), z) < 1e-6);
+}
+
 TEST_CASE("2 % multiplicative noise: held-out step times are predicted within 3 %") {
   const auto train = synthetic_steps(11, 300, 64, true_x, true_y, true_z, 0.02);
   const auto held_out = synthetic_steps(12, 300, 64, true_x, true_y, true_z, 0.02);
@@ -175,14 +199,16 @@ TEST_CASE("2 % multiplicative noise: held-out step times are predicted within 3 
 }
 
 TEST_CASE("the smoothed Gauss-Newton refinement recovers from a poor initialisation") {
-  // One init round picks every step's heaviest rank by tokens, which is the wrong rank whenever
-  // the attention term decides: the NNLS start is off, and only the refinement can fix it.
+  // One init round picks every step's heaviest rank by tokens, by Σ L² and by count, each the
+  // wrong rank for some steps (the three terms together decide): the best NNLS start is still
+  // off by a few percent (3.4 % here; 10 %+ from tokens alone before session 30), and only the
+  // refinement can fix it.
   mmbal::cost::fit_options poor;
   poor.init_rounds = 1;
   const auto clean = synthetic_steps(61, 300, 64, true_x, true_y, true_z, 0.0);
   const auto r = mmbal::cost::fit_cost(clean, poor);
   INFO("initial x " << r.initial.x() << ", refined x " << r.model.x());
-  CHECK(relative(r.initial.x(), true_x) > 0.1);
+  CHECK(relative(r.initial.x(), true_x) > 0.01);
   CHECK(relative(r.model.x(), true_x) < 1e-4);
   CHECK(relative(r.model.y(), true_y) < 1e-4);
   CHECK(relative(r.model.z(), true_z) < 1e-4);
