@@ -7,7 +7,10 @@ Measures (issue 10 goals):
 - mmbal.balance at 65,536 items vs the same C++ work timed inside the module
   (_core.time_balance: solve + loads + lower bound on already converted input; goal <= 2x);
 - mmbal.balanced_partitions at 8,192 items into 128 parts beside numpy.argsort of the same
-  lengths (the ratio is the figure); --python-kk also times verl's pure-Python Karmarkar-Karp.
+  lengths (the ratio is the figure); --python-kk also times verl's pure-Python Karmarkar-Karp;
+- mmbal.fit_cost of 1,000 steps x 64 ranks x 8 samples (arrays and lists in) beside the C++ fit
+  alone on the converted steps (_core.time_fit), and OnlineFit.add_step of one such step
+  (no goal: the figure is the conversion's share).
 Every figure is a best-of over repeats (the C++ side likewise); the machine may be shared.
 """
 
@@ -69,6 +72,21 @@ def main():
         print(f"balanced_partitions, 8,192 items -> 128 parts, equal_size={equal_size}: "
               f"{t_bp * 1e3:.2f} ms (list in), {t_bp_np * 1e3:.2f} ms (ndarray in); "
               f"numpy.argsort {t_sort * 1e3:.3f} ms; ratio {t_bp_np / t_sort:.0f}x")
+
+    rng = np.random.default_rng(2)
+    steps = []
+    for _ in range(1000):
+        ranks = [rng.integers(100, 4000, 8) for _ in range(64)]
+        steps.append((ranks, max(float(np.sum(2e-7 * r.astype(float) ** 2 + 1e-3 * r + 0.5)) for r in ranks)))
+    as_lists = [([r.tolist() for r in ranks], t) for ranks, t in steps]
+    t_fit = per_call(lambda: mmbal.fit_cost(steps), 1, repeats=5)
+    t_fit_lists = per_call(lambda: mmbal.fit_cost(as_lists), 1, repeats=5)
+    t_fit_cpp = _core.time_fit(steps, 5)
+    online = mmbal.OnlineFit(64)
+    t_add = per_call(lambda: online.add_step(*steps[0]), 200)
+    print(f"fit_cost, 1,000 steps x 64 ranks: {t_fit * 1e3:.1f} ms (arrays in), {t_fit_lists * 1e3:.1f} ms "
+          f"(lists in); C++ fit alone {t_fit_cpp * 1e3:.1f} ms, ratio {t_fit / t_fit_cpp:.1f}x; "
+          f"OnlineFit.add_step (64 ranks) {t_add * 1e6:.1f} us")
 
     if args.python_kk:
         sys.path.insert(0, "tests/python")

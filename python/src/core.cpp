@@ -1145,22 +1145,26 @@ py_mask mask_of_workload(const py_workload& w, py::handle samples, py::handle as
 
 // ------------------------------------------------------------------ fitted cost, pipeline orders
 
-/// One measured step from Python: `ranks` a sequence (one entry per data-parallel rank) of
-/// integer arrays of the sample lengths that rank ran, `step_time` the measured time (> 0).
+/// Per data-parallel rank, the lengths of its samples: `ranks` a sequence of integer arrays,
+/// named `name` (and `name[r]`) in errors.
+std::vector<std::vector<mmbal::length_t>> per_rank_lengths(py::handle ranks, const std::string& name) {
+  if (!py::isinstance<py::sequence>(ranks) || py::isinstance<py::str>(ranks))
+    throw_invalid(name, ": expected a sequence of per-rank length arrays, got ", std::string(py::repr(ranks)));
+  const auto seq = py::reinterpret_borrow<py::sequence>(ranks);
+  std::vector<std::vector<mmbal::length_t>> out;
+  out.reserve(py::len(seq));
+  for (std::size_t r = 0; r < py::len(seq); ++r) {
+    const lengths_view l(seq[r], (name + "[" + std::to_string(r) + "]").c_str(), u32_max);
+    out.emplace_back(l.values.begin(), l.values.end());
+  }
+  return out;
+}
+
+/// One measured step from Python: `ranks` as `per_rank_lengths`, `step_time` the measured
+/// time (> 0), named `steps[index]` in errors.
 mmbal::cost::observed_step to_step(py::handle ranks, py::handle step_time, std::size_t index) {
   const std::string where = "steps[" + std::to_string(index) + "]";
-  if (!py::isinstance<py::sequence>(ranks) || py::isinstance<py::str>(ranks))
-    throw_invalid(where, ".ranks: expected a sequence of per-rank length arrays, got ", std::string(py::repr(ranks)));
-  mmbal::cost::observed_step s;
-  const auto seq = py::reinterpret_borrow<py::sequence>(ranks);
-  s.ranks.reserve(py::len(seq));
-  for (std::size_t r = 0; r < py::len(seq); ++r) {
-    const std::string name = where + ".ranks[" + std::to_string(r) + "]";
-    const lengths_view l(seq[r], name.c_str(), u32_max);
-    s.ranks.emplace_back(l.values.begin(), l.values.end());
-  }
-  s.step_time = number_arg(step_time, (where + ".step_time").c_str());
-  return s;
+  return {per_rank_lengths(ranks, where + ".ranks"), number_arg(step_time, (where + ".step_time").c_str())};
 }
 
 mmbal::cost::fit_options to_fit_options(py::handle temperature) {
@@ -1184,7 +1188,7 @@ py::dict fit_dict(const mmbal::cost::fit_result& r) {
 }
 
 /// `fit_cost` over `steps`, a sequence of (ranks, step_time) pairs. The GIL is released while fitting.
-py::dict fit_cost(py::handle steps, py::handle temperature) {
+std::vector<mmbal::cost::observed_step> to_steps(py::handle steps) {
   if (!py::isinstance<py::sequence>(steps) || py::isinstance<py::str>(steps))
     throw_invalid("steps: expected a sequence of (ranks, step_time) pairs, got ", std::string(py::repr(steps)));
   const auto seq = py::reinterpret_borrow<py::sequence>(steps);
@@ -1196,6 +1200,28 @@ py::dict fit_cost(py::handle steps, py::handle temperature) {
       throw_invalid("steps[", k, "]: expected a (ranks, step_time) pair, got ", std::string(py::repr(pair)));
     observed.push_back(to_step(pair[py::int_(0)], pair[py::int_(1)], k));
   }
+  return observed;
+}
+
+/// Seconds of the C++ fit alone on already converted steps, best of `repeats` — the
+/// same-run baseline of `fit_cost` in bench/python/bench_core.py.
+double time_fit(py::handle steps, py::handle repeats_in) {
+  const std::vector<mmbal::cost::observed_step> observed = to_steps(steps);
+  const auto repeats = static_cast<int>(int_in_range(repeats_in, "repeats", 1, 1'000'000));
+  py::gil_scoped_release unlocked;
+  double best = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < repeats; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const mmbal::cost::fit_result r = mmbal::cost::fit_cost(std::span<const mmbal::cost::observed_step>(observed));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!(r.model.x() >= 0)) throw_invalid("time_fit: no model");
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  return best;
+}
+
+py::dict fit_cost(py::handle steps, py::handle temperature) {
+  const std::vector<mmbal::cost::observed_step> observed = to_steps(steps);
   const mmbal::cost::fit_options o = to_fit_options(temperature);
   mmbal::cost::fit_result r;
   {
@@ -1215,32 +1241,22 @@ struct py_online_fit {
   py_online_fit(py::handle window, py::handle temperature)
       : core(static_cast<std::size_t>(int_in_range(window, "window", 1, std::uint64_t{1} << 20)),
              to_fit_options(temperature)) {}
-  void add_step(py::handle ranks, py::handle step_time) {
-    std::uint64_t index = 0;
-    {
-      py::gil_scoped_release unlocked;
-      const std::lock_guard<std::mutex> held(lock);
-      index = core.steps_added();  // names the step in errors; a concurrent add may take it first
-    }
-    mmbal::cost::step_features step = mmbal::cost::features_of(to_step(ranks, step_time, index), index);
-    py::gil_scoped_release unlocked;
-    const std::lock_guard<std::mutex> held(lock);
-    core.add_features(std::move(step));
-  }
-  py::dict fit() {
-    mmbal::cost::fit_result r;
-    {
-      py::gil_scoped_release unlocked;
-      const std::lock_guard<std::mutex> held(lock);
-      r = core.fit();  // a copy: a concurrent add_step refits the object's own
-    }
-    return fit_dict(r);
-  }
+  /// `f()` under the lock, with the GIL released (nothing Python may run in `f`).
   template <class F>
   auto locked(F&& f) {
     py::gil_scoped_release unlocked;
     const std::lock_guard<std::mutex> held(lock);
     return f();
+  }
+  void add_step(py::handle ranks, py::handle step_time) {
+    // The index names the step in errors; a concurrent add may take it first.
+    const std::uint64_t index = locked([&] { return core.steps_added(); });
+    mmbal::cost::step_features step = mmbal::cost::features_of(to_step(ranks, step_time, index), index);
+    locked([&] { core.add_features(std::move(step)); });
+  }
+  py::dict fit() {
+    // A copy: a concurrent add_step refits the object's own.
+    return fit_dict(locked([&] { return mmbal::cost::fit_result(core.fit()); }));
   }
 };
 
@@ -1251,15 +1267,7 @@ py::dict should_balance(py::handle ranks, py::handle cost_spec, py::handle thres
   if (model == nullptr)
     throw_invalid("should_balance: cost '", text_arg(cost_spec, "cost"),
                   "' is not a fitted cost (give fitted:x=..,y=..,z=.., e.g. a fit's 'cost')");
-  if (!py::isinstance<py::sequence>(ranks) || py::isinstance<py::str>(ranks))
-    throw_invalid("ranks: expected a sequence of per-rank length arrays, got ", std::string(py::repr(ranks)));
-  const auto seq = py::reinterpret_borrow<py::sequence>(ranks);
-  std::vector<std::vector<mmbal::length_t>> lengths;
-  for (std::size_t r = 0; r < py::len(seq); ++r) {
-    const std::string name = "ranks[" + std::to_string(r) + "]";
-    const lengths_view l(seq[r], name.c_str(), u32_max);
-    lengths.emplace_back(l.values.begin(), l.values.end());
-  }
+  const std::vector<std::vector<mmbal::length_t>> lengths = per_rank_lengths(ranks, "ranks");
   mmbal::cost::trigger_options o;
   o.threshold = number_arg(threshold, "threshold");
   const mmbal::cost::trigger_decision d = mmbal::cost::should_balance(lengths, *model, o);
@@ -1506,6 +1514,8 @@ length). Source layout of every phase: on each rank its items in ascending item 
 
   m.def("fit_cost", &fit_cost, py::arg("steps"), py::arg("temperature"),
         "Fits c(L) = x L^2 + y L + z to measured steps (cost::fit_cost). See mmbal.fit_cost.");
+  m.def("time_fit", &time_fit, py::arg("steps"), py::arg("repeats"),
+        "Best-of-`repeats` seconds of the C++ fit alone on converted steps (benchmark baseline).");
   py::class_<py_online_fit>(m, "OnlineFit", "The online refit over a window of steps (see mmbal.OnlineFit).")
       .def(py::init<py::handle, py::handle>(), py::arg("window"), py::arg("temperature"))
       .def("add_step", &py_online_fit::add_step, py::arg("ranks"), py::arg("step_time"))

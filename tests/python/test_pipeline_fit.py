@@ -149,7 +149,7 @@ def test_should_balance_reasons_and_figures_by_hand():
     even = [[1000, 1000], [1000, 1000], [1000, 1000]]
     assert mmbal.should_balance(even, fit.cost)["reason"] == "below_threshold"
     assert mmbal.should_balance([[100000], [10], [10]], fit)["reason"] == "dominant_sample"
-    assert mmbal.should_balance([[], []], mmbal.fit_cost([([[5]], 1.0)]).cost)["reason"] in ("no_load", "below_threshold")
+    assert mmbal.should_balance([[], []], fit)["reason"] == "no_load"
     assert not mmbal.should_balance(skewed, fit, threshold=10.0)["balance"]
 
 
@@ -168,7 +168,7 @@ def test_fit_and_trigger_bad_input():
         (lambda: mmbal.fit_cost(good, temperature=0.0), "temperature"),
         (lambda: mmbal.fit_cost(good, temperature=None), "temperature: expected a real number"),
         (lambda: mmbal.OnlineFit(0), "window = 0 is out of range"),
-        (lambda: mmbal.OnlineFit().fit(), ""),
+        (lambda: mmbal.OnlineFit().fit(), "no steps"),
         (lambda: mmbal.should_balance([[10]], "tokens"), "is not a fitted cost"),
         (lambda: mmbal.should_balance([], mmbal.fit_cost(good)), "no ranks"),
         (lambda: mmbal.should_balance([[10]], mmbal.fit_cost(good), threshold=-1.0), "threshold"),
@@ -196,12 +196,10 @@ def test_gpipe_lower_bound_is_linear_in_the_micro_batches():
 def test_online_fit_shared_by_threads_never_deadlocks(tmp_path):
     """Two threads on one OnlineFit deadlocked the process: the lock was taken with the GIL
     held, and fit() released the GIL under it. In a child process with a timeout."""
-    import os
-    import subprocess
-    import sys
+    from child_process import run_script
 
-    script = tmp_path / "threads.py"
-    script.write_text(
+    run_script(
+        tmp_path,
         "import threading, numpy as np, mmbal\n"
         "of = mmbal.OnlineFit(8)\n"
         "ranks = [np.arange(1, 50)] * 8\n"
@@ -218,7 +216,5 @@ def test_online_fit_shared_by_threads_never_deadlocks(tmp_path):
         "[t.start() for t in threads]\n"
         "[t.join() for t in threads]\n"
         "assert of.steps_added == 4000 and of.size == 8\n"
-        "print('done')\n")
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert p.returncode == 0 and "done" in p.stdout, (p.returncode, p.stderr[-2000:])
+        "print('done')\n",
+        timeout=120)
