@@ -4,8 +4,8 @@
 // Workload: docs/WORKLOADS.md family (d) (omni), 153,600 samples dealt round-robin, seed 1. Video
 // segments are encoded by the same ViT as images in Qwen2-VL, so they join the image phase
 // here (three phases as in OrchMLLM's MLLM-10B evaluation). Policies: the orchestrator's
-// defaults (image tokens + lpt, audio padded + padded, LLM attention + lpt), 8 ranks per
-// node, 1 byte per token.
+// defaults (image tokens + lpt+refine, audio padded + padded, LLM attention + lpt+refine), 8
+// ranks per node, 1 byte per token.
 //
 // Reported in the same run:
 // - BM_sort_baseline: std::sort of as many random 64-bit keys as the three phases have items
@@ -16,10 +16,12 @@
 // - BM_orchestrate_reuse/threads: the same, each plan written into the previous one's
 //   orchestration with one caller-owned workspace (`plan(w, out, workspace)`, a training
 //   loop's steady state);
-// - BM_orchestrate_alone/threads: a fresh result every call with nothing else of the
+// - BM_orchestrate_alone/threads/lpt: a fresh result every call with nothing else of the
 //   benchmark's alive (BM_orchestrate keeps two more orchestrations for its counters, which
 //   keeps glibc's heap fragmented): a loop of fresh plans; counter `faults_per_plan` (minor
-//   page faults, getrusage; bench/RESULTS.md "Session 13 — first touches");
+//   page faults, getrusage; bench/RESULTS.md "Session 13 — first touches"); `lpt` = 1: the
+//   image and LLM phases with plain `lpt` (the defaults before session 31), the same-run
+//   baseline of the default `lpt+refine`, with counters `max_over_lb_<phase>`;
 // - BM_orchestrate_no_relabel: the same without node-wise relabeling;
 // - BM_orchestrate_migrate: every phase with `migrate` (eps 0.1 %, its default); counters compare with the
 //   lpt plan: total and inter-node bytes per step and the worst per-phase max ratio.
@@ -143,7 +145,10 @@ BENCHMARK(BM_orchestrate_reuse)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::
 #ifdef __unix__
 void BM_orchestrate_alone(benchmark::State& state) {
   const auto& w = omni_workload();
-  const auto orch = make(true, nullptr, static_cast<unsigned>(state.range(0)));
+  auto orch = make(true, nullptr, static_cast<unsigned>(state.range(0)));
+  if (state.range(1) == 1)
+    for (const char* phase : {"image", "llm"})
+      orch.set_policy(phase, mmbal::spec::with_specs(mmbal::orchestrate::default_policy(phase), "", "lpt"));
   auto minor_faults = [] {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -156,8 +161,10 @@ void BM_orchestrate_alone(benchmark::State& state) {
   }
   state.counters["faults_per_plan"] = static_cast<double>(minor_faults() - before) /
                                       static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  for (const auto& p : orch.plan(w).phases)
+    state.counters["max_over_lb_" + p.name] = p.report.max_after / p.report.lower_bound;
 }
-BENCHMARK(BM_orchestrate_alone)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_orchestrate_alone)->Args({0, 0})->Args({0, 1})->UseRealTime()->Unit(benchmark::kMillisecond);
 #endif
 
 void BM_orchestrate_no_relabel(benchmark::State& state) { run_plan(state, false); }

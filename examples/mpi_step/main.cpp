@@ -3,7 +3,7 @@
 //
 //  1. every rank generates its own samples from (seed, rank) (realistic omni family);
 //  2. metadata all-gather: every rank holds the same global batch (lengths only);
-//  3. plan with the orchestrator (default per-phase policies: image/video lpt on tokens, audio
+//  3. plan with the orchestrator (default per-phase policies: image/video lpt+refine on tokens, audio
 //     padded, LLM attention cost on the full interleaved length; node-wise relabeling with 2
 //     ranks per node), giving Π_E per encoder, Π_M, and per encoder the composed encoder→LLM
 //     plan Π_M ∘ Π_E⁻¹; the plan fingerprint is all-reduced once before any payload moves;

@@ -29,7 +29,7 @@ class AllToAllPlan:
 def balance(
     lengths: IntArray,
     ranks: int,
-    algorithm: str,
+    algorithm: str | None,
     cost: str,
     origin: Optional[IntArray],
     count_cap: Optional[int | str],

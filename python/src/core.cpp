@@ -357,8 +357,8 @@ std::optional<double> to_capacity(py::handle obj) {
 /// Everything `balance` needs, converted and checked with the GIL held.
 struct balance_call {
   lengths_view lengths;
-  mmbal::spec::algorithm_spec algorithm;
   mmbal::spec::any_cost cost;
+  mmbal::spec::algorithm_spec algorithm;  // None: spec::default_algorithm of the cost
   std::optional<unsigned_view<std::uint32_t>> origin;
   std::optional<u64_view> groups, bytes;
   mmbal::balance::problem problem;
@@ -367,8 +367,9 @@ struct balance_call {
                py::handle origin_in, py::handle count_cap, py::handle capacity, py::handle groups_in,
                py::handle bytes_in, py::handle ranks_per_node)
       : lengths(lengths_in, "lengths", u32_max),
-        algorithm(mmbal::spec::parse_algorithm(text_arg(algorithm_spec, "algorithm"))),
-        cost(mmbal::spec::parse_cost(text_arg(cost_spec, "cost"))) {
+        cost(mmbal::spec::parse_cost(text_arg(cost_spec, "cost"))),
+        algorithm(algorithm_spec.is_none() ? mmbal::spec::default_algorithm(cost)
+                                           : mmbal::spec::parse_algorithm(text_arg(algorithm_spec, "algorithm"))) {
     problem.weights = lengths.values;
     problem.bins = rank_count(ranks_in, "ranks");
     if (!origin_in.is_none()) {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace {
@@ -143,6 +144,27 @@ TEST_CASE("a user's partitioner and a user's cost drive the orchestrator on ever
   CHECK(orch::orchestrator::plan_fingerprint(plan) == plan.fingerprint);
 }
 
+TEST_CASE("default_balancer and spec::default_algorithm name one choice for every built-in cost",
+          "[orchestrate][partitioner]") {
+  // The best-quality default (docs/DESIGN.md §5.2): padded for a padded cost, lpt+refine for
+  // any other; typed (orchestrator, simulate) and by spec (tool, Python) it must be the same.
+  for (const char* cost :
+       {"tokens", "padded", "attention:alpha=1,beta=0.001", "padded-attention:alpha=1,beta=0.001", "conv:lambda=0.5",
+        "fitted:x=1e-06,y=1,z=3", "flops:hidden=64,ffn=256,heads=4,kv_heads=4,layers=2"}) {
+    INFO("cost " << cost);
+    const mmbal::spec::any_cost c = mmbal::spec::parse_cost(cost);
+    const std::string typed_name = std::visit([](const auto& cc) { return orch::default_balancer(cc).name(); }, c);
+    CHECK(mmbal::spec::to_spec(mmbal::spec::default_algorithm(c)) == typed_name);
+    const bool padded = std::string(cost).find("padded") == 0;
+    CHECK(typed_name == (padded ? "padded" : "lpt+refine"));
+    // A cost given without an algorithm runs that cost's default, whatever the phase's was.
+    CHECK(mmbal::spec::policy_from_specs("llm", cost, "").balancer.name() == typed_name);
+    CHECK(mmbal::spec::policy_from_specs("audio", cost, "").balancer.name() == typed_name);
+  }
+  // An algorithm given without a cost keeps the phase's cost.
+  CHECK(orch::describe(mmbal::spec::policy_from_specs("audio", "", "lpt")) == "padded / lpt");
+}
+
 TEST_CASE("the typed default policies give the spec-string path's plans, bit for bit", "[orchestrate][partitioner]") {
   const mmbal::workload w = orchestrate_test::omni(900, 24, 11);
   const orch::orchestrator typed = orchestrate_test::make(24, 8);
@@ -150,7 +172,7 @@ TEST_CASE("the typed default policies give the spec-string path's plans, bit for
   const std::pair<const char*, const char*> specs[] = {
       {"llm", "attention:alpha=1,beta=1.54e-05"}, {"image", "tokens"}, {"audio", "padded"}, {"video", "tokens"}};
   for (const auto& [phase, cost] : specs) {
-    const std::string algorithm = std::string(phase) == "audio" ? "padded" : "lpt";
+    const std::string algorithm = std::string(phase) == "audio" ? "padded" : "lpt+refine";
     by_spec.set_policy(phase, mmbal::spec::policy_from_specs(phase, cost, algorithm));
     CHECK(orch::describe(typed.policy(phase)) == orch::describe(by_spec.policy(phase)));
   }

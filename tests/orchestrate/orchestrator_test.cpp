@@ -42,11 +42,11 @@ TEST_CASE("orchestrator: phases are llm plus every modality present, with OrchML
   REQUIRE(names == std::vector<std::string>{"image", "audio", "llm"});
   const auto o = make(4, 2).plan(w);
   REQUIRE(o.phase("image").report.cost == "tokens");
-  REQUIRE(o.phase("image").report.algorithm == "lpt");
+  REQUIRE(o.phase("image").report.algorithm == "lpt+refine");
   REQUIRE(o.phase("audio").report.cost == "padded");
   REQUIRE(o.phase("audio").report.algorithm == "padded");
   REQUIRE(o.phase("llm").report.cost.rfind("attention:", 0) == 0);
-  REQUIRE(o.phase("llm").report.algorithm == "lpt");
+  REQUIRE(o.phase("llm").report.algorithm == "lpt+refine");
   REQUIRE(o.phase("image").report.items == 6);
   REQUIRE(o.phase("audio").report.items == 4);
   REQUIRE(o.phase("llm").report.items == 12);

@@ -46,12 +46,28 @@ def test_balance_is_a_valid_assignment_with_recomputed_loads(algorithm, cost):
         assert a.loads.max() >= a.lower_bound * (1 - 1e-12)
 
 
+def test_the_default_algorithm_is_the_costs_best_quality_setting():
+    # No algorithm: lpt+refine (padded for a padded cost), exactly as when named, never above lpt.
+    rng = np.random.default_rng(5)
+    for cost, default in (("tokens", "lpt+refine"), ("attention:alpha=1,beta=0.001", "lpt+refine"),
+                          ("padded", "padded"), ("padded-attention:alpha=1,beta=0.001", "padded")):
+        for n, ranks in [(1, 1), (9, 4), (64, 8), (300, 7)]:
+            lengths = rng.integers(1, 5000, n)
+            implicit = mmbal.balance(lengths, ranks, cost=cost)
+            named = mmbal.balance(lengths, ranks, algorithm=default, cost=cost)
+            np.testing.assert_array_equal(implicit.rank, named.rank)
+            np.testing.assert_array_equal(implicit.slot, named.slot)
+            lpt = mmbal.balance(lengths, ranks, algorithm="lpt", cost=cost)
+            assert implicit.loads.max() <= lpt.loads.max() * (1 + 1e-12), (cost, n, ranks)
+    assert mmbal.balance([1, 2], 2, algorithm=None).loads.max() == 2
+
+
 def test_lpt_meets_its_guarantee_and_matches_a_python_lpt():
     rng = np.random.default_rng(3)
     for _ in range(20):
         ranks = int(rng.integers(1, 9))
         lengths = rng.integers(1, 10_000, int(rng.integers(1, 60)))
-        a = mmbal.balance(lengths, ranks)
+        a = mmbal.balance(lengths, ranks, algorithm="lpt")
         # Python LPT: largest first onto the least-loaded rank (ties: lowest rank).
         loads = [0] * ranks
         for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):

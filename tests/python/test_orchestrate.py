@@ -137,8 +137,12 @@ def test_default_policies_and_reports():
     w = mmbal.Workload([0, 1], [0, 0, 1], ["text", "audio", "text"], [4, 6, 9], [4, 60, 9])
     orch = mmbal.Orchestrator(2)
     cost, algorithm = orch.policy("llm")
-    assert cost.startswith("attention:alpha=1,beta=1.54") and algorithm == "lpt"
+    assert cost.startswith("attention:alpha=1,beta=1.54") and algorithm == "lpt+refine"
     assert orch.policy("audio") == ("padded", "padded")
+    assert orch.policy("image") == ("tokens", "lpt+refine")
+    # A cost without an algorithm runs that cost's default.
+    assert mmbal.Orchestrator(2, policies={"llm": ("padded", "")}).policy("llm") == ("padded", "padded")
+    assert mmbal.Orchestrator(2, policies={"audio": ("tokens", "")}).policy("audio") == ("tokens", "lpt+refine")
     o = orch.plan(w)
     rep = o.report("llm")
     assert rep["cost"] == cost and rep["items"] == 2

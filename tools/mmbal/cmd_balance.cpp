@@ -21,7 +21,7 @@ struct balance_options {
   std::uint32_t ranks_per_node = 0;
   std::string phase = "llm";
   std::string cost = "tokens";
-  std::string algorithm = "lpt";
+  std::optional<std::string> algorithm;  // unset: spec::default_algorithm of the cost
   std::string count_cap;
   std::optional<double> capacity;  // unset = no cap; negative or NaN is rejected by the library
   std::uint64_t bytes_per_token = 1;
@@ -43,7 +43,9 @@ int run_balance(const balance_options& o) {
     }
   };
   const spec::any_cost cost_fn = named("--cost", [&] { return spec::parse_cost(o.cost); });
-  const spec::algorithm_spec algorithm = named("--algorithm", [&] { return spec::parse_algorithm(o.algorithm); });
+  const spec::algorithm_spec algorithm = o.algorithm
+                                             ? named("--algorithm", [&] { return spec::parse_algorithm(*o.algorithm); })
+                                             : spec::default_algorithm(cost_fn);
   // As orchestrate: 0 bytes per token would report every move as free.
   if (o.bytes_per_token == 0) detail::throw_invalid("--bytes-per-token 0: must be > 0");
   const std::vector<std::uint64_t> bytes = phase_item_bytes(items, o.bytes_per_token, o.phase);
@@ -150,8 +152,7 @@ const bool registered = mmbal::tool::register_command(20, [](CLI::App& app) -> s
       ->capture_default_str();
   sub->add_option("--algorithm", o->algorithm,
                   "Algorithm spec: lpt, greedy-ascending, padded, tolerance:v=.., conv, kk, migrate:eps=.., "
-                  "optionally followed by +refine")
-      ->capture_default_str();
+                  "optionally followed by +refine (default: padded for a padded cost, else lpt+refine)");
   sub->add_option("--count-cap", o->count_cap, "Per-rank item counts: 'equal' (±1) or a maximum N");
   sub->add_option("--capacity", o->capacity, "Hard per-rank cost cap (in cost units)");
   sub->add_option("--bytes-per-token", o->bytes_per_token,

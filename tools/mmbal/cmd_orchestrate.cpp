@@ -93,8 +93,8 @@ const bool registered = mmbal::tool::register_command(30, [](CLI::App& app) -> s
       sub, "ranks per node C (node = rank / C) for inter-node traffic and relabeling; 0 = one node (default 0)",
       "payload bytes per token (default 1)");
   state->flags.add_to(sub,
-                      "defaults: llm attention:alpha=1,beta=1.54e-05 + lpt; image, video tokens + lpt; audio padded + "
-                      "padded (OrchMLLM 8); other modalities tokens + lpt");
+                      "defaults: llm attention:alpha=1,beta=1.54e-05 + lpt+refine; image, video tokens + lpt+refine; "
+                      "audio padded + padded (OrchMLLM 8); other modalities tokens + lpt+refine");
   sub->add_flag("--json", state->json, "print one JSON object");
   return [state] { return run_orchestrate(*state); };
 });

@@ -65,24 +65,22 @@ mmbal::cost::model_config model(std::uint64_t hidden, std::uint64_t ffn, std::ui
   return m;
 }
 
-/// The demo's FLOPs-based policies (MLLM-10B of OrchMLLM Table 1; see the file comment).
+/// The demo's FLOPs-based policies (MLLM-10B of OrchMLLM Table 1; see the file comment), each
+/// with its cost's `default_balancer`.
 mmbal::orchestrate::phase_policy simulate_policy(const std::string& phase) {
-  using mmbal::orchestrate::phase_balancer;
-  const mmbal::balance::lpt lpt;
-  if (phase == "llm") return {phase_balancer(lpt, mmbal::cost::flops{model(3584, 18944, 28, 4, 28, true, true)})};
+  using mmbal::orchestrate::default_balancer;
+  if (phase == "llm") return {default_balancer(mmbal::cost::flops{model(3584, 18944, 28, 4, 28, true, true)})};
   if (phase == "audio") {
     const mmbal::cost::flops f{model(1280, 5120, 20, 20, 32, false, false)};
-    return {phase_balancer(mmbal::balance::padded_binary_search{},
-                           mmbal::cost::padded_attention{f.as_attention().alpha(), f.as_attention().beta()})};
+    return {default_balancer(mmbal::cost::padded_attention{f.as_attention().alpha(), f.as_attention().beta()})};
   }
   if (phase == "video") {
     // Frames are encoded one by one: attention spans one frame (784 patches = 196 LLM tokens
     // × 4), so a clip of L patches costs (α + 784 β) · L — linear in its length.
     const mmbal::cost::flops f{model(2048, 8192, 16, 16, 36, false, false)};
-    return {
-        phase_balancer(lpt, mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0})};
+    return {default_balancer(mmbal::cost::attention{f.as_attention().alpha() + 784.0 * f.as_attention().beta(), 0.0})};
   }
-  return {phase_balancer(lpt, mmbal::cost::flops{model(2048, 8192, 16, 16, 36, false, false)})};
+  return {default_balancer(mmbal::cost::flops{model(2048, 8192, 16, 16, 36, false, false)})};
 }
 
 struct phase_times {
@@ -271,9 +269,11 @@ const bool registered = mmbal::tool::register_command(60, [](CLI::App& app) -> s
                   "effective TFLOP/s per GPU for the step-time model (default 400; 0.001 to 1e6)");
   state->orchestrator.add_to(sub, "ranks per node; 0 = one node (default 8)",
                              "payload bytes per token (default 7168: a bf16 hidden state of width 3584)");
-  state->flags.add_to(sub,
-                      "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt; image flops + lpt; video "
-                      "per-frame flops as attention:alpha=..,beta=0 + lpt; audio padded-attention + padded)");
+  state->flags.add_to(
+      sub,
+      "defaults: training FLOPs of OrchMLLM's MLLM-10B (llm flops + lpt+refine; image flops + lpt+refine; "
+      "video per-frame flops as attention:alpha=..,beta=0 + lpt+refine; audio padded-attention + "
+      "padded)");
   sub->add_option("--svg", state->svg, "write a bar chart of per-rank loads before and after to FILE");
   sub->add_flag("--json", state->json, "print one JSON object");
   return [state] { return run_simulate(*state); };

@@ -234,17 +234,36 @@ class phase_balancer {
   std::string cost_name_;
 };
 
+/// The default balancer of a phase under `cost`: the best-quality shipped setting whose price
+/// stays within 2 × `lpt` on the 2,560-rank × 60-sample step (docs/DESIGN.md §5.1, §7):
+///
+/// - a `padded_cost` (`padded`, `padded-attention`): `padded_binary_search` (OrchMLLM Alg. 2;
+///   `lpt+refine` ends 2.15 × above it on the omni LLM phase, and refine after it gains nothing);
+/// - any other cost: `lpt` followed by `balance::refine` (`lpt+refine`; the phases of the omni
+///   step move from 1.0013 / 1.00045 × the lower bound (image / LLM) to 1.00016 / 1.000005, at
+///   1.5–2 × `lpt`'s time; with 8 samples per rank, where it gains 1–6 %, it costs 5–22 ×).
+///
+/// `spec::default_algorithm` names the same choice for a spec cost. Complexity: that of the
+/// chosen algorithm.
+template <batch_cost C>
+[[nodiscard]] phase_balancer default_balancer(C cost) {
+  if constexpr (padded_cost<C>)
+    return phase_balancer(balance::padded_binary_search{}, std::move(cost));
+  else
+    return phase_balancer(balance::lpt{}, std::move(cost), balancer_options{.refine = true});
+}
+
 /// How one phase is balanced.
 ///
-/// - `balancer`: the partitioner and the cost the phase's step time follows (default `lpt`
-///   under `tokens`). `migrate_partitioner` keeps items where they are when that costs at
-///   most (1 + eps) × the best shipped algorithm's maximum for the cost (see `migrate`).
+/// - `balancer`: the partitioner and the cost the phase's step time follows (default
+///   `default_balancer(cost::tokens{})`, i.e. `lpt+refine` under `tokens`). `migrate_partitioner` keeps items where
+///   they are when that costs at most (1 + eps) × the best shipped algorithm's maximum for the cost (see `migrate`).
 /// - `counts`: per-bin item-count limit (default none).
 /// - `capacity`: hard per-bin cost cap (default none).
 /// - `keep_groups`: items of samples with the same JSONL `group` stay on one rank
 ///   (default false: groups are ignored).
 struct phase_policy {
-  phase_balancer balancer{balance::lpt{}, cost::tokens{}};
+  phase_balancer balancer = default_balancer(cost::tokens{});
   balance::count_cap counts{};
   std::optional<double> capacity{};
   bool keep_groups = false;
@@ -256,19 +275,21 @@ struct phase_policy {
 /// It makes `attention` weigh a 16K-token sample about 1.25× its token count.
 inline constexpr double default_llm_beta = 1.54e-5;
 
-/// The default policy of a phase, following OrchMLLM §8:
+/// The default policy of a phase: the cost follows OrchMLLM §8, the algorithm is that cost's
+/// `default_balancer`:
 ///
-/// - `llm`: `attention{1, 1.54e-5}` + `lpt` — the full interleaved length, no padding, a
+/// - `llm`: `attention{1, 1.54e-5}` + `lpt+refine` — the full interleaved length, no padding, a
 ///   quadratic attention term;
-/// - `image`, `video`: `tokens` + `lpt` — ViT patches batched along the sequence, no padding;
+/// - `image`, `video`: `tokens` + `lpt+refine` — ViT patches batched along the sequence, no
+///   padding;
 /// - `audio`: `padded` + `padded_binary_search` — Whisper batches clips with padding (OrchMLLM
 ///   Alg. 2);
-/// - any other phase: `tokens` + `lpt` — an unknown encoder, taken as unpadded.
+/// - any other phase: `tokens` + `lpt+refine` — an unknown encoder, taken as unpadded.
 ///
 /// No constraints by default. @see OrchMLLM §8 "Input preprocessing", Alg. 1, Alg. 2.
 [[nodiscard]] inline phase_policy default_policy(std::string_view phase) {
-  if (phase == "llm") return {phase_balancer(balance::lpt{}, cost::attention{1.0, default_llm_beta})};
-  if (phase == "audio") return {phase_balancer(balance::padded_binary_search{}, cost::padded{})};
+  if (phase == "llm") return {default_balancer(cost::attention{1.0, default_llm_beta})};
+  if (phase == "audio") return {default_balancer(cost::padded{})};
   return {};
 }
 

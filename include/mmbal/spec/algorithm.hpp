@@ -215,6 +215,22 @@ decltype(auto) with_partitioner(const algorithm_spec& spec, const any_cost& cost
       cost);
 }
 
+/// The algorithm the tool and the Python module run when none is named: the one that
+/// `orchestrate::default_balancer` picks for `cost` — `padded` for a padded cost, `lpt+refine`
+/// for any other (docs/DESIGN.md §5.1). O(1).
+[[nodiscard]] inline algorithm_spec default_algorithm(const any_cost& cost) {
+  return std::visit(
+      [](const auto& c) {
+        algorithm_spec out;
+        if constexpr (padded_cost<std::decay_t<decltype(c)>>)
+          out.base = algorithm_kind::padded;
+        else
+          out.refine = true;
+        return out;
+      },
+      cost);
+}
+
 /// The orchestrator's balancer for `spec` under `cost`, named by their canonical specs.
 /// Defined in mmbal/spec/impl/make_balancer.ipp: inline, or out of line under
 /// `MMBAL_SEPARATE_COMPILATION` (see the file comment).
