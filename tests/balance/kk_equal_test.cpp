@@ -207,9 +207,10 @@ TEST_CASE("kk equal count on random instances with >= 2 items per bin: never wor
   }
   WARN("runs " << runs << ", eq_kk > 1.01 x bound: " << over << " (capped lpt: " << over_lpt << ")");
   CHECK(runs > 1000);
-  // Measured: 209 of 1,944 (212 with 2d + 16 re-split attempts, 264 before the exact re-splits;
-  // capped lpt: 475).
-  CHECK(over <= 209);
+  // Measured: 173 of 1,944 since session 31's pigeonhole terms in equal_count_lower_bound (209
+  // before against the weaker bound, 212 with 2d + 16 re-split attempts, 264 before the exact
+  // re-splits; capped lpt: 441, 475 against the weaker bound).
+  CHECK(over <= 173);
 }
 
 TEST_CASE("kk equal count: a local optimum of the pair and triple re-splits is left (seed 3097)", "[balance][kk]") {

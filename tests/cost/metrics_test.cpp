@@ -51,6 +51,10 @@ TEST_CASE("lower bounds never exceed the brute-force optimum") {
   const std::vector<length_t> w{10, 1, 1, 1};
   CHECK(mmbal::lower_bound(w, 2, mmbal::cost::tokens{}) == 10);
   CHECK(mmbal::equal_count_lower_bound(w, 2, mmbal::cost::tokens{}) == 11);  // 10 + smallest
+  // Three heavy items on two bins of three: two share one (pigeonhole), with one light item:
+  // 21, the optimum (the average is 16.5, the largest item with the two smallest 12).
+  const std::vector<length_t> heavy{10, 10, 10, 1, 1, 1};
+  CHECK(mmbal::equal_count_lower_bound(heavy, 2, mmbal::cost::tokens{}) == 21);
   CHECK_THROWS_AS(mmbal::lower_bound(w, 0, mmbal::cost::tokens{}), mmbal::invalid_input);
 }
 
