@@ -229,3 +229,53 @@ TEST_CASE("kk equal count: a local optimum of the pair and triple re-splits is l
       test::check_run(spec::solve(spec::parse_algorithm("lpt"), c, p), in.weights, in.bins, c, limits);
   CHECK(kk_max <= lpt_max * (1 + 1e-9));
 }
+
+TEST_CASE("kk equal count: within 1.01 x the bound wherever the exact optimum is (small instances)", "[balance][kk]") {
+  // Issue 13's "≤ 1.01 × the equal-count lower bound" is out of reach where the optimum itself
+  // is above that; this asks kk for it wherever it is reachable: on instances small enough to
+  // enumerate (d^n ≤ 3^10), every kk maximum within 1.01 × the bound when the optimum is, and
+  // within 1.01 × the optimum nearly always (counted). Shapes of test::random_instance (uniform, lognormal,
+  // zeros, equal items, one huge item), 2–4 bins, ≥ 2 items per bin, tokens and attention.
+  balance::constraints limits;
+  limits.counts.kind = balance::count_cap::mode::equal;
+  const spec::algorithm_spec kk_spec = spec::parse_algorithm("kk");
+  int instances = 0, reachable = 0, reached = 0, above_opt = 0;
+  for (std::uint64_t seed = 0; seed < 400; ++seed) {
+    test::instance in = test::random_instance(seed, 10);
+    in.bins = 2 + static_cast<rank_t>(seed % 3);
+    const std::size_t limit = in.bins == 2 ? 10 : in.bins == 3 ? 10 : 8;
+    if (in.weights.size() > limit) in.weights.resize(limit);
+    if (in.weights.size() < 2 * std::size_t{in.bins}) continue;
+    for (const char* cost : {"tokens", "attention:alpha=1,beta=0.001"}) {
+      INFO("seed " << seed << " n " << in.weights.size() << " d " << in.bins << " cost " << cost);
+      const spec::any_cost c = spec::parse_cost(cost);
+      std::vector<double> solo;
+      double bound = 0;
+      std::visit(
+          [&](const auto& cc) {
+            for (const length_t x : in.weights) solo.push_back(cc.value(cc.add(cc.empty(), x)));
+            bound = equal_count_lower_bound(std::span<const length_t>(in.weights), in.bins, cc);
+          },
+          c);
+      const double opt = brute_equal_optimum(solo, in.bins);
+      const double kk_max = test::check_run(spec::solve(kk_spec, c, balance::problem{in.weights, in.bins, limits}),
+                                            in.weights, in.bins, c, limits);
+      ++instances;
+      CHECK(bound <= opt * (1 + 1e-12));
+      CHECK(kk_max >= opt * (1 - 1e-12));
+      above_opt += kk_max > 1.01 * opt;
+      if (opt <= 1.01 * bound) {
+        ++reachable;
+        reached += kk_max <= 1.01 * bound;
+      }
+    }
+  }
+  WARN("instances " << instances << ", optimum within 1.01 x the bound on " << reachable << ", kk there on " << reached
+                    << "; kk above 1.01 x the optimum on " << above_opt);
+  CHECK(instances > 300);
+  CHECK(reachable > instances / 2);
+  CHECK(reached == reachable);
+  // Measured: 1 of 702 (seed 235: 22 against 21 on small integers, where 1 % is below one unit;
+  // there the optimum is above 1.01 × the bound, so the goal is out of reach anyway).
+  CHECK(above_opt <= 1);
+}
