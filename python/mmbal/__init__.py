@@ -522,7 +522,10 @@ def fit_cost(steps, *, temperature=1e-4) -> FitResult:
 class OnlineFit:
     """The online refit of :func:`fit_cost` over the last ``window`` steps (default 64): add
     every measured step with :meth:`add_step`, read the current model with :meth:`fit` (refit
-    only when steps arrived since the last call). Safe to share between threads."""
+    only when steps arrived since the last call). Safe to share between threads. Pickles (a
+    checkpoint: the window's reduced steps, O(window x ranks)); the restored fit gives the same
+    model and names later steps by the same arrival index; a state that is not one raises
+    :class:`Error`."""
 
     def __init__(self, window=64, *, temperature=1e-4):
         self._core = _core.OnlineFit(window, temperature)

@@ -44,6 +44,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -1242,6 +1243,7 @@ struct py_online_fit {
   py_online_fit(py::handle window, py::handle temperature)
       : core(static_cast<std::size_t>(int_in_range(window, "window", 1, std::uint64_t{1} << 20)),
              to_fit_options(temperature)) {}
+  explicit py_online_fit(mmbal::cost::online_fit restored) : core(std::move(restored)) {}
   /// `f()` under the lock, with the GIL released (nothing Python may run in `f`).
   template <class F>
   auto locked(F&& f) {
@@ -1260,6 +1262,57 @@ struct py_online_fit {
     return fit_dict(locked([&] { return mmbal::cost::fit_result(core.fit()); }));
   }
 };
+
+/// A checkpoint of an OnlineFit: (window, temperature, steps added, the window's steps oldest
+/// first as (step time, ranks × 3 float64 array of Σ L², Σ L, count)). O(W · ranks).
+py::tuple online_fit_state(py_online_fit& f) {
+  const auto [window, temperature, added, steps] = f.locked([&] {
+    return std::make_tuple(f.core.window(), f.core.options().temperature, f.core.steps_added(), f.core.window_steps());
+  });
+  py::list saved;
+  for (const mmbal::cost::step_features& st : steps) {
+    py::array_t<double> features({static_cast<py::ssize_t>(st.ranks.size()), py::ssize_t{3}});
+    auto v = features.mutable_unchecked<2>();
+    for (std::size_t r = 0; r < st.ranks.size(); ++r) {
+      v(r, 0) = st.ranks[r].sum_sq;
+      v(r, 1) = st.ranks[r].sum;
+      v(r, 2) = st.ranks[r].count;
+    }
+    saved.append(py::make_tuple(st.step_time, features));
+  }
+  return py::make_tuple(window, temperature, added, saved);
+}
+
+/// The OnlineFit a state of `online_fit_state` describes, validated as new input (a forged
+/// state raises mmbal.Error naming the field).
+std::unique_ptr<py_online_fit> online_fit_from_state(const py::tuple& state) {
+  if (state.size() != 4) throw_invalid("OnlineFit: a pickled state has 4 fields, got ", state.size());
+  const auto window =
+      static_cast<std::size_t>(int_in_range(state[0], "OnlineFit state: window", 1, std::uint64_t{1} << 20));
+  const mmbal::cost::fit_options options = to_fit_options(state[1]);
+  const std::uint64_t added = int_in_range(state[2], "OnlineFit state: steps_added", 0, ~std::uint64_t{0});
+  if (!py::isinstance<py::list>(state[3])) throw_invalid("OnlineFit state: steps must be a list");
+  const py::list saved = state[3].cast<py::list>();
+  if (saved.size() > window) throw_invalid("OnlineFit state: ", saved.size(), " steps for a window of ", window);
+  std::vector<mmbal::cost::step_features> steps;
+  for (std::size_t k = 0; k < saved.size(); ++k) {
+    const std::string at = mmbal::detail::concat("OnlineFit state: steps[", k, "]");
+    if (!py::isinstance<py::tuple>(saved[k]) || saved[k].cast<py::tuple>().size() != 2)
+      throw_invalid(at, " must be a (step_time, features) pair");
+    const py::tuple pair = saved[k].cast<py::tuple>();
+    mmbal::cost::step_features st;
+    st.step_time = number_arg(pair[0], (at + ".step_time").c_str());
+    if (!py::isinstance<py::array>(pair[1])) throw_invalid(at, ".features must be a NumPy array");
+    const py::array raw = pair[1].cast<py::array>();
+    if (raw.ndim() != 2 || raw.shape(1) != 3 || raw.dtype().kind() != 'f' || raw.dtype().itemsize() != 8)
+      throw_invalid(at, ".features must be a ranks x 3 float64 array");
+    const auto features = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(raw);
+    const auto v = features.unchecked<2>();
+    for (py::ssize_t r = 0; r < v.shape(0); ++r) st.ranks.push_back({v(r, 0), v(r, 1), v(r, 2)});
+    steps.push_back(std::move(st));
+  }
+  return std::make_unique<py_online_fit>(mmbal::cost::online_fit::restored(window, options, steps, added));
+}
 
 /// `should_balance` for per-rank sample lengths under a fitted cost (a `fitted:` spec).
 py::dict should_balance(py::handle ranks, py::handle cost_spec, py::handle threshold) {
@@ -1524,7 +1577,8 @@ length). Source layout of every phase: on each rank its items in ascending item 
       .def_property_readonly("window", [](py_online_fit& f) { return f.locked([&] { return f.core.window(); }); })
       .def_property_readonly("size", [](py_online_fit& f) { return f.locked([&] { return f.core.size(); }); })
       .def_property_readonly("steps_added",
-                             [](py_online_fit& f) { return f.locked([&] { return f.core.steps_added(); }); });
+                             [](py_online_fit& f) { return f.locked([&] { return f.core.steps_added(); }); })
+      .def(py::pickle(&online_fit_state, &online_fit_from_state));
   m.def("should_balance", &should_balance, py::arg("ranks"), py::arg("cost"), py::arg("threshold"),
         "LoongForge's trigger (cost::should_balance). See mmbal.should_balance.");
   m.def("pipeline_orders", &pipeline_orders, py::arg("forward"), py::arg("backward"), py::arg("orders"),

@@ -289,6 +289,30 @@ TEST_CASE("online window refit follows a change of coefficients") {
   CHECK_THROWS_WITH(window.add_step(observed_step{{}, 1.0}), Catch::Contains("step 128"));
 }
 
+TEST_CASE("online window restored from a checkpoint fits and continues as the saved one") {
+  const auto steps = synthetic_steps(43, 100, 16, true_x, true_y, true_z, 0.05);
+  mmbal::cost::online_fit live(24);
+  for (std::size_t i = 0; i < 70; ++i) live.add_step(steps[i]);  // the ring has wrapped
+  const std::vector<mmbal::cost::step_features> saved = live.window_steps();
+  mmbal::cost::online_fit back = mmbal::cost::online_fit::restored(live.window(), live.options(), saved, 70);
+  CHECK(back.steps_added() == 70);
+  CHECK(back.size() == 24);
+  CHECK(back.model().x() == live.model().x());
+  for (std::size_t i = 70; i < 100; ++i) {
+    live.add_step(steps[i]);
+    back.add_step(steps[i]);
+    CHECK(back.model().z() == live.model().z());
+  }
+  CHECK_THROWS_WITH(back.add_step(observed_step{{}, 1.0}), Catch::Contains("step 100"));  // the same arrival index
+  // More steps than the window or than were added, or a bad step, are refused.
+  CHECK_THROWS_AS(mmbal::cost::online_fit::restored(8, {}, saved, 70), mmbal::invalid_input);
+  CHECK_THROWS_AS(mmbal::cost::online_fit::restored(24, {}, saved, 23), mmbal::invalid_input);
+  std::vector<mmbal::cost::step_features> bad = saved;
+  bad[3].step_time = -1;
+  CHECK_THROWS_WITH(mmbal::cost::online_fit::restored(24, {}, bad, 70), Catch::Contains("step 49"));
+  CHECK(mmbal::cost::online_fit::restored(5, {}, {}, 0).size() == 0);
+}
+
 TEST_CASE("trigger: reasons, and the gain bound holds against the brute-force optimum") {
   using mmbal::cost::trigger_reason;
   const fitted tokens{0, 1, 0};

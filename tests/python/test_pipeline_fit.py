@@ -5,6 +5,7 @@ costs)."""
 
 import functools
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -133,6 +134,40 @@ def test_fit_cost_recovers_an_exact_cost_and_the_window_refits_the_latest_steps(
     direct = mmbal.fit_cost(steps[-16:])
     assert (windowed.x, windowed.y, windowed.z) == (direct.x, direct.y, direct.z)
     assert mmbal.fit_cost(steps).cost == fit.cost  # deterministic
+
+
+def test_online_fit_pickles_as_a_checkpoint_and_resumes_identically():
+    steps = synthetic_steps(np.random.default_rng(9), 30)
+    for window in (8, 64):  # a full ring (its head mid-buffer) and a partial one
+        live = mmbal.OnlineFit(window, temperature=1e-3)
+        for lengths_by_rank, time in steps[:20]:
+            live.add_step(lengths_by_rank, time)
+        restored = pickle.loads(pickle.dumps(live))
+        assert (restored.window, restored.size, restored.steps_added) == (live.window, live.size, 20)
+        assert restored.fit().cost == live.fit().cost
+        for lengths_by_rank, time in steps[20:]:  # both go on alike, the ring wrapping again
+            live.add_step(lengths_by_rank, time)
+            restored.add_step(lengths_by_rank, time)
+            assert restored.fit().cost == live.fit().cost
+        with pytest.raises(mmbal.Error, match="step 30, field 'step_time'"):  # the same arrival index
+            restored.add_step([[10]], 0.0)
+    assert pickle.loads(pickle.dumps(mmbal.OnlineFit(3))).size == 0  # no steps yet
+    # A forged state is new input: refused with mmbal.Error naming the field.
+    state = live._core.__getstate__()
+    forged = [
+        ((state[0], state[1], state[2]), "has 4 fields"),
+        ((0, state[1], state[2], state[3]), "window = 0 is out of range"),
+        ((2, state[1], state[2], state[3]), "steps for a window of 2"),
+        ((state[0], state[1], 1, state[3]), "saved steps for a window of 64 after 1 steps added"),
+        ((state[0], -1.0, state[2], state[3]), "temperature"),
+        ((state[0], state[1], state[2], [(1.0, np.ones((2, 2)))]), r"steps\[0\].features must be a ranks x 3"),
+        ((state[0], state[1], state[2], [(1.0, np.full((2, 3), -1.0))]), "step 29"),
+        ((state[0], state[1], state[2], [(float("nan"), np.ones((2, 3)))]), "step_time"),
+        ((state[0], state[1], state[2], "steps"), "steps must be a list"),
+    ]
+    for bad, message in forged:
+        with pytest.raises(mmbal.Error, match=message):
+            mmbal._core.OnlineFit.__new__(mmbal._core.OnlineFit).__setstate__(bad)
 
 
 def test_should_balance_reasons_and_figures_by_hand():

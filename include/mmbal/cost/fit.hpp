@@ -502,6 +502,22 @@ class online_fit {
     // No reservation: the ring grows with the steps, so a window larger than the run costs nothing.
   }
 
+  /// A fit whose window holds `steps` (oldest first, as `window_steps()` lists them) after
+  /// `steps_added` steps in all: what a checkpoint keeps to resume (`window()`, `options()`,
+  /// `window_steps()`, `steps_added()`); it fits as the saved one did. Every step is validated
+  /// as `add_features` does, named by its arrival index. Throws `invalid_input` besides when
+  /// the steps exceed the window or `steps_added`. O(features of the steps).
+  [[nodiscard]] static online_fit restored(std::size_t window, const fit_options& options,
+                                           std::span<const step_features> steps, std::uint64_t steps_added) {
+    online_fit f(window, options);
+    if (steps.size() > window || steps.size() > steps_added)
+      mmbal::detail::throw_invalid("online_fit: ", steps.size(), " saved steps for a window of ", window, " after ",
+                                   steps_added, " steps added");
+    f.added_ = steps_added - steps.size();
+    for (const step_features& st : steps) f.add_features(st);
+    return f;
+  }
+
   /// Adds a step (validated: throws `invalid_input` naming it by its arrival index); the oldest
   /// step leaves once the window is full. O(samples of the step).
   void add_step(const observed_step& step) { add_features(features_of(step, added_)); }
@@ -540,6 +556,7 @@ class online_fit {
     return out;
   }
   [[nodiscard]] std::size_t window() const noexcept { return window_; }
+  [[nodiscard]] const fit_options& options() const noexcept { return options_; }
   [[nodiscard]] std::size_t size() const noexcept { return ring_.size(); }
   [[nodiscard]] std::uint64_t steps_added() const noexcept { return added_; }
 
