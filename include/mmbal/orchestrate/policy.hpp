@@ -256,8 +256,9 @@ template <batch_cost C>
 /// How one phase is balanced.
 ///
 /// - `balancer`: the partitioner and the cost the phase's step time follows (default
-///   `default_balancer(cost::tokens{})`, i.e. `lpt+refine` under `tokens`). `migrate_partitioner` keeps items where
-///   they are when that costs at most (1 + eps) × the best shipped algorithm's maximum for the cost (see `migrate`).
+///   `default_balancer(cost::tokens{})`, i.e. `lpt+refine` under `tokens`).
+///   `migrate_partitioner` keeps items where they are when that costs at most (1 + eps) × the
+///   best shipped algorithm's maximum for the cost (see `migrate`).
 /// - `counts`: per-bin item-count limit (default none).
 /// - `capacity`: hard per-bin cost cap (default none).
 /// - `keep_groups`: items of samples with the same JSONL `group` stay on one rank
