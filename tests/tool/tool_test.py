@@ -220,7 +220,18 @@ def case_orchestrate():
         assert p["inter_node_bytes"] <= p["moved_bytes"]
         assert p["inter_node_max_relabeled"] <= p["inter_node_max_identity"]
         assert p["lower_bound"] <= p["max_after"] * (1 + 1e-12)
+        # The policy each phase ran with: the defaults (the cost's best-quality algorithm).
+        default = ("padded", "padded") if p["name"] == "audio" else (
+            "attention:alpha=1,beta=1.5400000000000002e-05" if p["name"] == "llm" else "tokens", "lpt+refine")
+        assert (p["cost"], p["algorithm"]) == default, (p["name"], p["cost"], p["algorithm"])
     assert r["composed_bytes"] <= r["two_hop_bytes"]
+    # A flag's spec shows in its phase.
+    flagged = json.loads(run("orchestrate", "--input", path, "--ranks", "32", "--algorithm-llm", "kk", "--json").stdout)
+    assert [(p["cost"], p["algorithm"]) for p in flagged["phases"] if p["name"] == "llm"] == [
+        ("attention:alpha=1,beta=1.5400000000000002e-05", "kk")]
+    # A cost alone runs that cost's default algorithm (it kept the phase's lpt before).
+    flagged = json.loads(run("orchestrate", "--input", path, "--ranks", "32", "--cost-llm", "padded", "--json").stdout)
+    assert [(p["cost"], p["algorithm"]) for p in flagged["phases"] if p["name"] == "llm"] == [("padded", "padded")]
     run("orchestrate", "--input", path, "--ranks", "32", "--threads", "many", expect=2)
     # --keep-groups: the file's groups stay together, as in balance (orchestrate ignored them).
     grouped = write("grouped.jsonl", "".join(json.dumps({"id": i, "rank": i % 2, "group": 100 if i < 5 else i,

@@ -48,7 +48,8 @@ struct phase_flags {
       sub->add_option("--algorithm-" + phase, algorithm[k],
                       "algorithm spec of the " + phase +
                           " phase (lpt, greedy-ascending, padded, tolerance:v=.., conv, "
-                          "kk, migrate:eps=.., optionally +refine)");
+                          "kk, migrate:eps=.., optionally +refine); with --cost-" +
+                          phase + " alone: that cost's default (padded for a padded cost, else lpt+refine)");
     }
     sub->add_option("--keep-groups", keep_groups,
                     "phases (llm, image, audio, video) whose items of samples with the same JSONL group stay on one "
@@ -132,7 +133,9 @@ struct orchestrator_flags {
 };
 
 /// The per-phase fields of docs/DESIGN.md §6's `orchestrate` JSON.
-inline constexpr std::array<std::string_view, 11> orchestrate_report_keys{"name",
+inline constexpr std::array<std::string_view, 13> orchestrate_report_keys{"name",
+                                                                          "cost",
+                                                                          "algorithm",
                                                                           "items",
                                                                           "max_before",
                                                                           "max_after",
@@ -144,10 +147,9 @@ inline constexpr std::array<std::string_view, 11> orchestrate_report_keys{"name"
                                                                           "inter_node_max_identity",
                                                                           "inter_node_max_relabeled"};
 
-/// The per-phase fields `simulate`'s JSON adds to those of `orchestrate`: the policy and the
-/// imbalance.
-inline constexpr std::array<std::string_view, 5> simulate_extra_keys{"cost", "algorithm", "mean_before",
-                                                                     "imbalance_before", "imbalance_after"};
+/// The per-phase fields `simulate`'s JSON adds to those of `orchestrate`: the imbalance.
+inline constexpr std::array<std::string_view, 3> simulate_extra_keys{"mean_before", "imbalance_before",
+                                                                     "imbalance_after"};
 
 /// The JSON object of a phase report with the fields named in `keys` (the library's field
 /// names, `orchestrate::for_each_field`): the tool's one JSON serializer of a phase report.
