@@ -140,8 +140,8 @@ def balance(lengths, ranks, *, algorithm=None, cost="tokens", origin=None, **con
             ``padded``, ``tolerance:v=..``, ``conv``, ``kk``, ``migrate:eps=..``, each optionally
             followed by ``+refine``. Default (``None``): the best-quality setting for the cost,
             ``padded`` for a padded cost and ``lpt+refine`` for any other (as the orchestrator's
-            phases; ``lpt`` alone is faster: 5-22x fewer microseconds with 8 items per rank,
-            1.5-2x with 60, for a maximum 1-6 % or 0.05-0.1 % higher).
+            phases; ``lpt`` alone is faster: 5-112x fewer microseconds with 8 items per rank,
+            1.4-2.4x with 60, for a maximum 1-6 % or 0.05-0.1 % higher).
         cost: cost spec: ``tokens`` (default), ``padded``, ``attention:alpha=..,beta=..``,
             ``padded-attention:..``, ``conv:lambda=..``, ``fitted:x=..,y=..,z=..``, ``flops:..``.
         origin: the rank holding each item now (required by ``migrate``; raises otherwise).

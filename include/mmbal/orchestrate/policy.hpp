@@ -241,7 +241,7 @@ class phase_balancer {
 ///   `lpt+refine` ends 2.15 × above it on the omni LLM phase, and refine after it gains nothing);
 /// - any other cost: `lpt` followed by `balance::refine` (`lpt+refine`; the phases of the omni
 ///   step move from 1.0013 / 1.00045 × the lower bound (image / LLM) to 1.00016 / 1.000005, at
-///   1.5–2 × `lpt`'s time; with 8 samples per rank, where it gains 1–6 %, it costs 5–22 ×).
+///   1.4–2.4 × `lpt`'s time; with 8 samples per rank, where it gains 1–6 %, it costs 5–112 ×).
 ///
 /// `spec::default_algorithm` names the same choice for a spec cost. Complexity: that of the
 /// chosen algorithm.
