@@ -146,7 +146,7 @@ TEST_CASE("a user's partitioner and a user's cost drive the orchestrator on ever
 
 TEST_CASE("default_balancer and spec::default_algorithm name one choice for every built-in cost",
           "[orchestrate][partitioner]") {
-  // The best-quality default (docs/DESIGN.md §5.2): padded for a padded cost, lpt+refine for
+  // The best-quality default (docs/DESIGN.md §5.1): padded for a padded cost, lpt+refine for
   // any other; typed (orchestrator, simulate) and by spec (tool, Python) it must be the same.
   for (const char* cost :
        {"tokens", "padded", "attention:alpha=1,beta=0.001", "padded-attention:alpha=1,beta=0.001", "conv:lambda=0.5",
