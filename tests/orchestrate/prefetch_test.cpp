@@ -26,20 +26,9 @@ constexpr mmbal::rank_t ranks = 8;
 /// Step k's global batch: a different omni draw (and size) per step.
 mmbal::workload batch_of(std::uint64_t k) { return omni(ranks * (6 + k % 5), ranks, 100 + k); }
 
+// Bit-identical plans, and the fingerprint recomputed from the plan.
 void require_same_plan(const orchestration& a, const orchestration& b) {
-  REQUIRE(a.phases.size() == b.phases.size());
-  for (std::size_t k = 0; k < a.phases.size(); ++k) {
-    REQUIRE(a.phases[k].name == b.phases[k].name);
-    REQUIRE(a.phases[k].forward == b.phases[k].forward);
-    REQUIRE(a.phases[k].item_bytes == b.phases[k].item_bytes);
-    REQUIRE(a.phases[k].report.loads_after == b.phases[k].report.loads_after);
-  }
-  REQUIRE(a.composed.size() == b.composed.size());
-  for (std::size_t k = 0; k < a.composed.size(); ++k) {
-    REQUIRE(a.composed[k].composed == b.composed[k].composed);
-    REQUIRE(a.composed[k].item_bytes == b.composed[k].item_bytes);
-  }
-  REQUIRE(a.fingerprint == b.fingerprint);
+  require_same(a, b);
   REQUIRE(a.fingerprint == orchestrator::plan_fingerprint(a));
 }
 

@@ -164,4 +164,45 @@ inline std::byte payload(std::size_t s, std::size_t g, std::uint64_t k) {
   return static_cast<std::byte>((s * 131 + g * 31 + k * 7 + (k >> 8)) & 0xff);
 }
 
+// Every field of two orchestrations, compared one by one (plans that must be bit-identical).
+inline void require_same(const mmbal::orchestrate::orchestration& a, const mmbal::orchestrate::orchestration& b) {
+  REQUIRE(a.ranks == b.ranks);
+  REQUIRE(a.ranks_per_node == b.ranks_per_node);
+  REQUIRE(a.samples == b.samples);
+  REQUIRE(a.bytes_per_token == b.bytes_per_token);
+  REQUIRE(a.phases.size() == b.phases.size());
+  for (std::size_t k = 0; k < a.phases.size(); ++k) {
+    const phase_plan &x = a.phases[k], &y = b.phases[k];
+    INFO("phase " << x.name);
+    REQUIRE(x.name == y.name);
+    REQUIRE(x.items.weights == y.items.weights);
+    REQUIRE(x.items.origin == y.items.origin);
+    REQUIRE(x.items.sample_of == y.items.sample_of);
+    REQUIRE(x.items.segment_of == y.items.segment_of);
+    REQUIRE(x.items.group == y.items.group);
+    REQUIRE(x.item_bytes == y.item_bytes);
+    REQUIRE(x.balanced.where == y.balanced.where);
+    REQUIRE(x.relabel.rank_of_batch == y.relabel.rank_of_batch);
+    REQUIRE(x.relabel.iterations == y.relabel.iterations);
+    REQUIRE(x.forward == y.forward);
+    REQUIRE(x.fingerprint == y.fingerprint);
+    REQUIRE(x.report.loads_before == y.report.loads_before);
+    REQUIRE(x.report.loads_after == y.report.loads_after);
+    REQUIRE(x.report.moved_bytes == y.report.moved_bytes);
+    REQUIRE(x.report.inter_node_max_relabeled == y.report.inter_node_max_relabeled);
+  }
+  REQUIRE(a.composed.size() == b.composed.size());
+  for (std::size_t k = 0; k < a.composed.size(); ++k) {
+    REQUIRE(a.composed[k].modality == b.composed[k].modality);
+    REQUIRE(a.composed[k].composed == b.composed[k].composed);
+    REQUIRE(a.composed[k].item_bytes == b.composed[k].item_bytes);
+    REQUIRE(a.composed[k].fingerprint == b.composed[k].fingerprint);
+  }
+  REQUIRE(a.composed_bytes == b.composed_bytes);
+  REQUIRE(a.two_hop_bytes == b.two_hop_bytes);
+  REQUIRE(a.composed_inter_node_bytes == b.composed_inter_node_bytes);
+  REQUIRE(a.two_hop_inter_node_bytes == b.two_hop_inter_node_bytes);
+  REQUIRE(a.fingerprint == b.fingerprint);
+}
+
 }  // namespace orchestrate_test
