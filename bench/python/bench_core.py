@@ -58,8 +58,8 @@ def main():
     print(f"balance, 64 items, d=8, lpt/tokens: {t_small * 1e6:.2f} us per call (int64 in), "
           f"{t_small32 * 1e6:.2f} us (int32 in); C++ work alone {t_small_cpp * 1e6:.2f} us  [goal <= 20 us]")
     t_default = per_call(lambda: mmbal.balance(small, 8), 2000)
-    t_default_cpp = _core.time_balance(small, 8, "lpt+refine", "tokens", 2000)
-    print(f"balance, 64 items, d=8, the default (lpt+refine/tokens): {t_default * 1e6:.2f} us per call; "
+    t_default_cpp = _core.time_balance(small, 8, None, "tokens", 2000)
+    print(f"balance, 64 items, d=8, the default (algorithm=None)/tokens: {t_default * 1e6:.2f} us per call; "
           f"C++ work alone {t_default_cpp * 1e6:.2f} us")
 
     big = lengths(65536)

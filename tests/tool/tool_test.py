@@ -210,6 +210,7 @@ def case_orchestrate():
     assert reports[0] == reports[1], "the plan depends on --threads"
     r = reports[0]
     assert r["ranks"] == 32 and r["ranks_per_node"] == 4 and r["samples"] == len(samples)
+    llm_cost = "attention:alpha=1,beta=1.5400000000000002e-05"  # the LLM phase's default cost, as the tool names it
     present = {seg[0] for s in samples for seg in s["segments"] if seg[0] != "text"}
     names = [p["name"] for p in r["phases"]]
     assert names[-1] == "llm" and set(names[:-1]) == present, names
@@ -222,13 +223,13 @@ def case_orchestrate():
         assert p["lower_bound"] <= p["max_after"] * (1 + 1e-12)
         # The policy each phase ran with: the defaults (the cost's best-quality algorithm).
         default = ("padded", "padded") if p["name"] == "audio" else (
-            "attention:alpha=1,beta=1.5400000000000002e-05" if p["name"] == "llm" else "tokens", "lpt+refine")
+            llm_cost if p["name"] == "llm" else "tokens", "lpt+refine")
         assert (p["cost"], p["algorithm"]) == default, (p["name"], p["cost"], p["algorithm"])
     assert r["composed_bytes"] <= r["two_hop_bytes"]
     # A flag's spec shows in its phase.
     flagged = json.loads(run("orchestrate", "--input", path, "--ranks", "32", "--algorithm-llm", "kk", "--json").stdout)
     assert [(p["cost"], p["algorithm"]) for p in flagged["phases"] if p["name"] == "llm"] == [
-        ("attention:alpha=1,beta=1.5400000000000002e-05", "kk")]
+        (llm_cost, "kk")]
     # A cost alone runs that cost's default algorithm (it kept the phase's lpt before).
     flagged = json.loads(run("orchestrate", "--input", path, "--ranks", "32", "--cost-llm", "padded", "--json").stdout)
     assert [(p["cost"], p["algorithm"]) for p in flagged["phases"] if p["name"] == "llm"] == [("padded", "padded")]
