@@ -7,6 +7,7 @@
 #include "rearrange_helpers.hpp"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -173,6 +174,64 @@ TEST_CASE("relabeling with a reused workspace gives the result of a fresh one", 
     CHECK(reused.rank_of_batch == fresh.rank_of_batch);
     CHECK(reused.max_relabeled == fresh.max_relabeled);
     CHECK(reused.iterations == fresh.iterations);
+  }
+}
+
+// The relabeling model against a map-based construction of what its doc says it holds: per
+// batch the merged nonzero bytes per source rank and per source node (ascending), the totals,
+// and per node its batches' count and kept partners (all in batch order when few, else the
+// `keep` largest, ties to the lower batch). Small byte ranges make ties common; few items on
+// many ranks take the sorted path, many items the bitmap path; a small `keep` compacts often.
+TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]") {
+  auto g = mmbal::make_rng(61);
+  mmbal::detail::relabel_model md;  // reused across instances, as a workspace's
+  for (int t = 0; t < 60; ++t) {
+    const rank_t d = t % 4 == 0 ? 700 : 4 + static_cast<rank_t>(mmbal::uniform_below(g, 60));
+    const rank_t c = 1 + static_cast<rank_t>(mmbal::uniform_below(g, 6));
+    const auto n = static_cast<std::uint32_t>(t % 4 == 0 ? 1 + mmbal::uniform_below(g, 900)
+                                                          : d * (1 + mmbal::uniform_below(g, 12)));
+    const auto r = rearrange_test::random_rearrangement(g, n, d, 0.2);
+    std::vector<std::uint64_t> bytes = rearrange_test::random_sizes(g, n, 50.0);
+    if (t % 3 == 0)
+      for (auto& b : bytes) b = b % 4;  // many equal volumes, and zeros
+    const auto keep = static_cast<std::uint32_t>(1 + mmbal::uniform_below(g, 6));
+    INFO("instance " << t << " d " << d << " c " << c << " n " << n << " keep " << keep);
+    md.build(r, bytes, c, keep);
+
+    const rank_t nodes = (d + c - 1) / c;
+    std::vector<std::map<rank_t, std::uint64_t>> by_rank(d), by_node(d);
+    std::vector<std::uint64_t> in(d, 0), out(d, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (bytes[i] == 0) continue;
+      const rank_t j = r.destination[i].rank, q = r.source[i].rank;
+      by_rank[j][q] += bytes[i];
+      by_node[j][q / c] += bytes[i];
+      in[j] += bytes[i];
+      out[q] += bytes[i];
+    }
+    CHECK(md.in == in);
+    CHECK(md.out == out);
+    std::vector<std::vector<std::pair<rank_t, std::uint64_t>>> partners(nodes);
+    for (rank_t j = 0; j < d; ++j) {
+      const std::vector<std::pair<rank_t, std::uint64_t>> ranks(by_rank[j].begin(), by_rank[j].end());
+      const std::vector<std::pair<rank_t, std::uint64_t>> nodes_of_j(by_node[j].begin(), by_node[j].end());
+      CHECK(std::vector(md.rank_vol.begin() + static_cast<std::ptrdiff_t>(md.rank_first[j]),
+                        md.rank_vol.begin() + static_cast<std::ptrdiff_t>(md.rank_first[j + 1])) == ranks);
+      CHECK(std::vector(md.node_vol.begin() + static_cast<std::ptrdiff_t>(md.node_first[j]),
+                        md.node_vol.begin() + static_cast<std::ptrdiff_t>(md.node_first[j + 1])) == nodes_of_j);
+      for (const auto& [m, vol] : by_node[j]) partners[m].emplace_back(j, vol);
+    }
+    for (rank_t m = 0; m < nodes; ++m) {
+      auto expected = partners[m];  // ascending batch
+      CHECK(md.node_batches[m] == expected.size());
+      if (expected.size() > keep) {
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const auto& a, const auto& b) { return a.second > b.second; });
+        expected.resize(keep);
+      }
+      CHECK(std::vector(md.top.begin() + static_cast<std::ptrdiff_t>(md.top_first[m]),
+                        md.top.begin() + static_cast<std::ptrdiff_t>(md.top_first[m + 1])) == expected);
+    }
   }
 }
 

@@ -206,39 +206,44 @@ struct relabel_model {
     const node_map node(d, c);
     std::size_t written = 0;
     for (rank_t j = 0; j < d; ++j) {
-      touched.clear();
-      for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
-        const auto [src, b] = rank_vol[k];
-        if (b == 0) continue;
-        if (sum[src] == 0) {
-          touched.push_back(src);
-          seen[src / 64] |= std::uint64_t{1} << (src % 64);
-        }
-        sum[src] += b;
-      }
-      // Source ranks in ascending order: scan the bitmap when the batch touches many ranks,
-      // sort the few otherwise (keeps the build O(n log n) when d is huge).
-      const auto emit = [&](rank_t src) {
-        const std::uint64_t b = std::exchange(sum[src], 0);
+      // Source ranks in ascending order, each with its merged nonzero bytes: a bitmap scan when
+      // the batch has many records (chosen by the record count, so the hot loop only adds and
+      // sets bits), a sort of the few touched ranks otherwise (keeps the build O(n log n) when
+      // d is huge). Sources ascend, so nodes do: equal nodes are adjacent.
+      rank_t last_node = std::numeric_limits<rank_t>::max();
+      const auto emit = [&](rank_t src, std::uint64_t b) {
         in[j] += b;
         out[src] += b;
         rank_vol[written++] = {src, b};
         const rank_t m = node(src);
-        if (node_vol.size() > node_first.back() && node_vol.back().first == m)
+        if (m == last_node) {
           node_vol.back().second += b;
-        else
+        } else {
           node_vol.emplace_back(m, b);
-      };
-      if (touched.size() * 8 >= seen.size()) {
-        for (std::size_t wd = 0; wd < seen.size(); ++wd)
-          for (std::uint64_t bits = std::exchange(seen[wd], 0); bits != 0; bits &= bits - 1)
-            emit(static_cast<rank_t>(wd * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
-      } else {
-        std::sort(touched.begin(), touched.end());
-        for (const rank_t src : touched) {
-          seen[src / 64] = 0;
-          emit(src);
+          last_node = m;
         }
+      };
+      if ((first[j + 1] - first[j]) * 8 >= seen.size()) {
+        for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
+          const auto [src, b] = rank_vol[k];
+          sum[src] += b;
+          seen[src / 64] |= std::uint64_t{1} << (src % 64);
+        }
+        for (std::size_t wd = 0; wd < seen.size(); ++wd)
+          for (std::uint64_t bits = std::exchange(seen[wd], 0); bits != 0; bits &= bits - 1) {
+            const auto src = static_cast<rank_t>(wd * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+            if (const std::uint64_t b = std::exchange(sum[src], 0); b != 0) emit(src, b);
+          }
+      } else {
+        touched.clear();
+        for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
+          const auto [src, b] = rank_vol[k];
+          if (b == 0) continue;
+          if (sum[src] == 0) touched.push_back(src);
+          sum[src] += b;
+        }
+        std::sort(touched.begin(), touched.end());
+        for (const rank_t src : touched) emit(src, std::exchange(sum[src], 0));
       }
       rank_first.push_back(written);
       node_first.push_back(node_vol.size());
@@ -248,51 +253,57 @@ struct relabel_model {
   }
 
  private:
-  /// `node_batches`, `top_first` and `top` from `node_vol`: one pass in ascending batch order;
-  /// every node keeps its first `top_keep` entries and then replaces its weakest entry
-  /// whenever a later batch sends strictly more (a later batch loses ties). O(entries +
-  /// replacements · top_keep).
+  /// `node_batches`, `top_first` and `top` from `node_vol`: one pass in ascending batch order
+  /// that appends every entry sending strictly more than node m's current floor to m's
+  /// candidates; when a node's candidates fill twice its list, `nth_element` keeps the
+  /// `top_keep` strongest (bytes descending, batch ascending) and the weakest of them sets the
+  /// floor (so a later batch loses ties). O(entries) amortized. A replace-the-weakest list
+  /// (a scan per replacement, then a heap) took 2–3 ms per phase at d = 2,560, where the
+  /// bytes a node sends a batch often grow with the batch index and most entries replace one
+  /// (bench/RESULTS.md "Session 33").
   void build_top() {
     node_batches.assign(nodes, 0);
     for (const auto& e : node_vol) ++node_batches[e.first];
     top_first.assign(nodes + std::size_t{1}, 0);
-    for (rank_t m = 0; m < nodes; ++m)
-      top_first[m + 1] = top_first[m] + std::min<std::size_t>(node_batches[m], top_keep);
-    top.resize(top_first.back());
-    std::vector<std::uint32_t> size(nodes, 0), weakest(nodes, 0);  // weakest: index in the node's list
-    // The bytes an entry must exceed to enter node m's list: 0 until it is full (every entry
-    // has bytes), then its weakest entry's. A dense array, so the common case (no entry)
-    // reads one value instead of two dependent ones in the lists.
+    std::vector<std::size_t> cand_first(nodes + std::size_t{1}, 0);
+    for (rank_t m = 0; m < nodes; ++m) {
+      const std::size_t kept = std::min<std::size_t>(node_batches[m], top_keep);
+      top_first[m + 1] = top_first[m] + kept;
+      // A node with at most `top_keep` batches never compacts: its candidates are all of them.
+      cand_first[m + 1] = cand_first[m] + (node_batches[m] > top_keep ? 2 * kept : kept);
+    }
+    const auto stronger = [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    };
+    std::vector<std::pair<rank_t, std::uint64_t>> cand(cand_first.back());
+    std::vector<std::size_t> size(nodes, 0);
+    // The bytes an entry must exceed to become a candidate of node m: 0 until its first
+    // compaction (every entry has bytes), then its weakest kept entry's. A dense array, so the
+    // common case (no candidate) reads one value instead of two dependent ones in the lists.
     std::vector<std::uint64_t> floor(nodes, 0);
+    const auto keep_strongest = [&](rank_t m) {
+      const auto b = cand.begin() + static_cast<std::ptrdiff_t>(cand_first[m]);
+      std::nth_element(b, b + (top_keep - 1), b + static_cast<std::ptrdiff_t>(size[m]), stronger);
+      size[m] = top_keep;
+      floor[m] = b[top_keep - 1].second;
+    };
     for (rank_t j = 0; j < d; ++j)
       for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) {
         const auto [m, vol] = node_vol[k];
         if (vol <= floor[m]) continue;
-        const auto list = top.begin() + static_cast<std::ptrdiff_t>(top_first[m]);
-        if (size[m] < top_keep) {
-          list[size[m]++] = {j, vol};
-          if (size[m] < top_keep) continue;
-        } else {
-          list[weakest[m]] = {j, vol};
-        }
-        weakest[m] = weakest_of(list, top_keep);
-        floor[m] = list[weakest[m]].second;
+        cand[cand_first[m] + size[m]++] = {j, vol};
+        if (cand_first[m] + size[m] == cand_first[m + 1] && node_batches[m] > top_keep) keep_strongest(m);
       }
-    for (rank_t m = 0; m < nodes; ++m)
-      if (node_batches[m] > top_keep)
-        std::sort(top.begin() + static_cast<std::ptrdiff_t>(top_first[m]),
-                  top.begin() + static_cast<std::ptrdiff_t>(top_first[m + 1]), [](const auto& a, const auto& b) {
-                    return a.second != b.second ? a.second > b.second : a.first < b.first;
-                  });
-  }
-
-  /// The entry that sorts last by (bytes descending, batch ascending).
-  template <class It>
-  [[nodiscard]] static std::uint32_t weakest_of(It list, std::uint32_t size) {
-    std::uint32_t w = 0;
-    for (std::uint32_t i = 1; i < size; ++i)
-      if (list[i].second < list[w].second || (list[i].second == list[w].second && list[i].first > list[w].first)) w = i;
-    return w;
+    top.resize(top_first.back());
+    for (rank_t m = 0; m < nodes; ++m) {
+      const auto b = cand.begin() + static_cast<std::ptrdiff_t>(cand_first[m]);
+      if (node_batches[m] > top_keep) {
+        if (size[m] > top_keep) keep_strongest(m);
+        std::sort(b, b + top_keep, stronger);
+      }
+      std::copy(b, b + static_cast<std::ptrdiff_t>(top_first[m + 1] - top_first[m]),
+                top.begin() + static_cast<std::ptrdiff_t>(top_first[m]));
+    }
   }
 };
 
