@@ -33,6 +33,22 @@ struct wide_key {
   }
 };
 
+/// `c ? a : b` without a branch. A plain conditional on a 16-byte `wide_key` compiled to two
+/// jumps per tree level (g++ 12 -O3), taken about half the time in LPT: the double-load LPT
+/// of 153,600 items into 2,560 bins spent 8.9 ms, 58 ns per item, mostly in mispredictions
+/// (bench/RESULTS.md "Session 33"). Masks keep it to a few ALU operations.
+[[nodiscard]] inline wide_key select_key(bool c, const wide_key& a, const wide_key& b) noexcept {
+  const std::uint64_t m = std::uint64_t{0} - std::uint64_t{c};
+  const auto m32 = static_cast<rank_t>(m);
+  return wide_key{(a.bits & m) | (b.bits & ~m), static_cast<rank_t>((a.bin & m32) | (b.bin & ~m32))};
+}
+
+/// `c ? a : b` for single-word keys (a conditional move already).
+template <class Key>
+[[nodiscard]] Key select_key(bool c, const Key& a, const Key& b) noexcept {
+  return c ? a : b;
+}
+
 /// A tournament (loser) tree over `count` bins: node 0 holds the overall minimum, nodes
 /// 1..P−1 the loser of the match played there, P = bit_ceil(count) leaves padded with a
 /// sentinel. Replacing the minimum replays the matches on its leaf-to-root path; those node
@@ -72,8 +88,8 @@ class loser_tree {
     for (std::size_t node = (leaves_ + bin_of_(k)) >> 1; node >= 1; node >>= 1) {
       const Key other = t[node];
       const bool other_wins = other < k;
-      t[node] = other_wins ? k : other;
-      k = other_wins ? other : k;
+      t[node] = select_key(other_wins, k, other);
+      k = select_key(other_wins, other, k);
     }
     t[0] = k;
   }
