@@ -189,7 +189,7 @@ TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]
     const rank_t d = t % 4 == 0 ? 700 : 4 + static_cast<rank_t>(mmbal::uniform_below(g, 60));
     const rank_t c = 1 + static_cast<rank_t>(mmbal::uniform_below(g, 6));
     const auto n = static_cast<std::uint32_t>(t % 4 == 0 ? 1 + mmbal::uniform_below(g, 900)
-                                                          : d * (1 + mmbal::uniform_below(g, 12)));
+                                                         : d * (1 + mmbal::uniform_below(g, 12)));
     const auto r = rearrange_test::random_rearrangement(g, n, d, 0.2);
     std::vector<std::uint64_t> bytes = rearrange_test::random_sizes(g, n, 50.0);
     if (t % 3 == 0)

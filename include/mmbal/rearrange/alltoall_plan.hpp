@@ -189,7 +189,7 @@ inline constexpr std::uint64_t fingerprint_destination_factor = 0x94d049bb133111
 /// every rank, compiler and platform for identical inputs (no unordered containers, no
 /// pointers, fixed-width arithmetic); changing any single location or size always changes it
 /// (multiplying by an odd constant and adding are bijections, and so is every step of a lane
-/// and of the fold). One mix per item instead of one per word: 2.1 → 0.9 ms for the 584,001
+/// and of the fold). One mix per item instead of one per word: 2.1 → 1.0 ms for the 584,001
 /// items of the image-heavy 2,560-rank plan (bench/RESULTS.md "Session 33"). Transports
 /// all-reduce it (min and max) before the exchange and throw on every rank when ranks
 /// disagree. Does not validate `r`. Throws when the sizes do not match the items. O(n).
