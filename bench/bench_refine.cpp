@@ -10,6 +10,7 @@
 #include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/balance/refine.hpp>
+#include <mmbal/core/detail/least_loaded.hpp>
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 #include <mmbal/orchestrate/policy.hpp>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -229,6 +231,34 @@ void BM_orchestrated_phase(benchmark::State& state) {
   }
 }
 
+// LPT's placement loop alone (`deal_least_loaded_packed` over the phase's lengths sorted
+// descending, 2,560 bins; args: phase as in `BM_orchestrated_phase`, 0 item by item — the
+// same-run baseline — or 1 with runs of equal lengths dealt in bulk, as `lpt` does).
+void BM_lpt_deal(benchmark::State& state) {
+  std::vector<length_t> w = orchestrated_phase(static_cast<std::size_t>(state.range(0)));
+  std::sort(w.begin(), w.end(), std::greater<>());
+  const rank_t d = 2560;
+  std::vector<rank_t> bin(w.size());
+  auto add = [&](std::size_t k) { return std::uint64_t{w[k]}; };
+  auto place = [&](std::size_t k, rank_t b) { bin[k] = b; };
+  for (auto _ : state) {
+    if (state.range(1) == 0)
+      mmbal::detail::deal_least_loaded_packed(w.size(), d, add, place);
+    else
+      mmbal::detail::deal_least_loaded_packed(w.size(), d, add, place,
+                                              [&](std::size_t k, std::size_t e) { return w[k] == w[e]; });
+    benchmark::DoNotOptimize(bin.data());
+  }
+  std::size_t in_runs = 0;
+  for (std::size_t k = 0, e = 0; k < w.size(); k = e) {
+    for (e = k; e < w.size() && w[e] == w[k];) ++e;
+    if (e - k >= 2 * std::size_t{d}) in_runs += e - k;
+  }
+  state.SetLabel(phase_label(static_cast<std::size_t>(state.range(0))) + (state.range(1) ? " runs" : " item by item"));
+  state.counters["items"] = static_cast<double>(w.size());
+  state.counters["in_runs"] = static_cast<double>(in_runs);
+}
+
 // Every phase of the same step under the padded cost and `padded_binary_search` (args: phase,
 // 0 alone / 1 followed by refine): refine's padded path on all three phases, the audio one
 // being `BM_orchestrated_phase/1/*`.
@@ -340,6 +370,7 @@ BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
 BENCHMARK(BM_whole_pool)->ArgsProduct({{128, 256, 512}, {8, 64}, {0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lpt_deal)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_lpt_refine)->Apply([](benchmark::internal::Benchmark* b) { padded_instances(b, {}); });
 BENCHMARK(BM_padded_alone)->Apply([](benchmark::internal::Benchmark* b) {

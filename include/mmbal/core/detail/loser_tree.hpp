@@ -81,6 +81,12 @@ class loser_tree {
     tree_[0] = winner[1];
   }
   [[nodiscard]] Key top() const noexcept { return tree_[0]; }
+  /// Calls `f(key)` for every key the tree holds — the minimum and the loser of every match:
+  /// each bin's key once, plus one sentinel per padding leaf — in node order. O(count).
+  template <class F>
+  void for_each_key(F&& f) const {
+    for (const Key& k : tree_) f(k);
+  }
   /// Replaces the minimum by `k` (which must carry the same bin) and replays its path.
   /// O(log count).
   void replace_top(Key k) noexcept {
