@@ -1070,13 +1070,22 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       // Units of equal cost (image sizes repeat; integral costs only, where lengths are the
       // costs) give the same candidates: after the first of a run, the others cannot be strictly
       // better (the counts check sees one item each).
+      // A run is passed by galloping (a bin of an image phase holds a few dozen of each size).
       const bool repeats = integral && u.trivial && movable == nullptr;
+      auto after_run = [&](const entry* at) {
+        const double c = at->cost();
+        const entry* lo = at;  // lo->cost() == c
+        std::ptrdiff_t step = 1;
+        for (; hc.data() + hc.size() - lo > step && lo[step].cost() == c; step *= 2) lo += step;
+        const entry* hi = std::min(lo + step, hc.data() + hc.size());
+        return std::partition_point(lo + 1, hi, [c](const entry& e) { return e.cost() == c; });
+      };
       auto p = tc.begin();
-      for (auto at = hc.begin(); at != hc.end(); ++at) {
+      for (const entry *at = hc.data(), *next = at; at != hc.data() + hc.size(); at = next) {
         const entry& a = *at;
+        next = repeats ? after_run(at) : at + 1;
         if (best.found && best.quality <= pair_floor) break;
         if (!(a.cost() > 0) || fixed(a.unit())) continue;
-        if (repeats && at != hc.begin() && at[-1].cost() == a.cost()) continue;
         const entry want = entry::at_least(a.cost() - half);
         while (p != tc.end() && *p < want) ++p;
         for (auto q = p; q != tc.end(); ++q) {
