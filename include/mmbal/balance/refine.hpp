@@ -1069,8 +1069,8 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       const double pair_floor = integral ? std::ceil((lh + lt) / 2) : -std::numeric_limits<double>::infinity();
       // Units of equal cost (image sizes repeat; integral costs only, where lengths are the
       // costs) give the same candidates: after the first of a run, the others cannot be strictly
-      // better (the counts check sees one item each).
-      // A run is passed by galloping (a bin of an image phase holds a few dozen of each size).
+      // better (the counts check sees one item each), so a run is passed by galloping (a bin of
+      // an image phase holds a few dozen units of each size).
       const bool repeats = integral && u.trivial && movable == nullptr;
       auto after_run = [&](const entry* at) {
         const double c = at->cost();
