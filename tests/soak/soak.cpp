@@ -96,8 +96,15 @@ void fail(tally& t, const std::string& what) {
   std::vector<length_t> weights(n);
   std::vector<rank_t> origin(n);
   std::vector<std::uint64_t> groups(n);
+  // One instance in four draws its lengths from 1–3 values, as image phases do (runs of equal
+  // lengths: `lpt` places runs of ≥ max(2 · bins, 64) in bulk).
+  std::vector<length_t> palette(uniform_below(g, 4) == 0 ? 1 + uniform_below(g, 3) : 0);
+  for (length_t& l : palette) l = static_cast<length_t>(1 + uniform_below(g, 5000));
   for (std::size_t i = 0; i < n; ++i) {
-    weights[i] = static_cast<length_t>(uniform_below(g, 8) == 0 ? uniform_below(g, 20) : lognormal(g, 400.0, 1.0));
+    if (!palette.empty())
+      weights[i] = palette[uniform_below(g, palette.size())];
+    else
+      weights[i] = static_cast<length_t>(uniform_below(g, 8) == 0 ? uniform_below(g, 20) : lognormal(g, 400.0, 1.0));
     origin[i] = static_cast<rank_t>(uniform_below(g, bins));
     groups[i] = uniform_below(g, 3) == 0 ? uniform_below(g, n / 2 + 1) : 1000000 + i;
   }
