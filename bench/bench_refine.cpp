@@ -252,7 +252,7 @@ void BM_lpt_deal(benchmark::State& state) {
   std::size_t in_runs = 0;
   for (std::size_t k = 0, e = 0; k < w.size(); k = e) {
     for (e = k; e < w.size() && w[e] == w[k];) ++e;
-    if (e - k >= 2 * std::size_t{d}) in_runs += e - k;
+    if (e - k >= mmbal::detail::min_equal_run(d)) in_runs += e - k;
   }
   state.SetLabel(phase_label(static_cast<std::size_t>(state.range(0))) + (state.range(1) ? " runs" : " item by item"));
   state.counters["items"] = static_cast<double>(w.size());

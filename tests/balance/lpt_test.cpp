@@ -54,12 +54,12 @@ TEST_CASE("least-loaded dealing: runs of equal adds are placed exactly as item b
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
     rng_engine g = make_rng(seed, 0x1ea57);
     const auto bins = static_cast<rank_t>(1 + uniform_below(g, seed % 3 == 0 ? 300 : 40));
-    const std::size_t min_run = std::max<std::size_t>(2 * std::size_t{bins}, 64);
+    const std::size_t min_run = detail::min_equal_run(bins);
     std::vector<std::uint64_t> adds;
     while (adds.size() < 4000) {
       const std::uint64_t step = uniform_below(g, 8) == 0 ? 0 : uniform_below(g, seed % 2 == 0 ? 50 : 100000);
       const std::size_t run = 1 + uniform_below(g, 5 * std::size_t{bins} + 80);
-      bulk_runs += run >= min_run && bins >= 2;
+      bulk_runs += run >= min_run;
       adds.insert(adds.end(), run, step);
     }
     INFO("seed " << seed << " bins " << bins);

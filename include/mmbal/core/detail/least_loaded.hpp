@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace mmbal::detail {
@@ -24,6 +25,13 @@ namespace mmbal::detail {
 [[nodiscard]] inline bool fits_packed(std::uint64_t total, rank_t bins) noexcept {
   const int bits = bin_bits(bins);
   return bits == 0 || total < (std::uint64_t{1} << (64 - bits)) - 1;
+}
+
+/// The shortest run of equal adds that `deal_least_loaded_packed` places in bulk over `bins`
+/// bins: max(2 · bins, 64) (below it the bulk step's O(bins) setup costs more than the tree's
+/// walks it saves); none for one bin.
+[[nodiscard]] inline std::size_t min_equal_run(rank_t bins) noexcept {
+  return bins < 2 ? std::numeric_limits<std::size_t>::max() : std::max<std::size_t>(2 * std::size_t{bins}, 64);
 }
 
 /// Never reports a run of equal adds: `deal_least_loaded_packed` then places item by item.
@@ -100,7 +108,7 @@ class equal_run_dealer {
 ///
 /// `equal_through(k, e)` (k < e) may report that items k..e all add the same (it must be
 /// monotone in e: true for e up to the run's last item, false beyond); runs of at least
-/// max(2·bins, 64) items are then dealt by `equal_run_dealer` in O(bins + run), with the same
+/// `min_equal_run(bins)` items are then dealt by `equal_run_dealer` in O(bins + run), with the same
 /// result. LPT's image phases are such runs: the 584,001 images of a 2,560-rank image-heavy
 /// step have 120 distinct lengths, three of them 71 % of the items.
 template <class Add, class Place, class EqualThrough = no_equal_runs>
@@ -115,7 +123,7 @@ void deal_least_loaded_packed(std::size_t n, rank_t bins, Add&& add, Place&& pla
   using tree_type = loser_tree<std::uint64_t, bin_of_word>;
   tree_type tree(
       bins, sentinel, [](rank_t b) { return std::uint64_t{b}; }, bin_of_word{bin_mask});
-  const std::size_t min_run = bins < 2 ? n + 1 : std::max<std::size_t>(2 * std::size_t{bins}, 64);
+  const std::size_t min_run = min_equal_run(bins);
   equal_run_dealer dealer;
   std::vector<std::uint64_t> keys;
   for (std::size_t k = 0; k < n;) {
