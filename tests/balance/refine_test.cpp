@@ -410,6 +410,32 @@ TEST_CASE("refine: independent of where the weights live, and a fixed point of i
   CHECK(refine(w, a, cost::tokens{}, constraints{}, unbounded) == a);
 }
 
+TEMPLATE_TEST_CASE("refine: a start handed over gives the result of a kept one", "", cost::tokens, cost::attention) {
+  // `refine(w, std::move(start), ...)` builds the result in the start's storage (tokens) or
+  // copies it (other costs): the same assignment either way, from `lpt` and from random starts
+  // (items that stay keep their slots, so a wrong in-place rewrite shows).
+  const TestType c = [] {
+    if constexpr (std::is_same_v<TestType, cost::attention>)
+      return cost::attention{1.0, 1.0 / 4096};
+    else
+      return TestType{};
+  }();
+  std::size_t moved = 0;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    auto g = make_rng(seed, 16);
+    const auto w = random_weights(g, 40 + 50 * seed, 3000);
+    const rank_t d = static_cast<rank_t>(2 + seed % 9);
+    for (const assignment& start : {balance::lpt{}(w, d, c), random_assignment(g, w.size(), d)}) {
+      const assignment kept = refine(w, start, c, constraints{});
+      assignment copy = start;
+      const assignment handed = refine(w, std::move(copy), c, constraints{});
+      INFO("seed " << seed);
+      CHECK(handed == kept);
+      moved += static_cast<std::size_t>(kept.where != start.where);
+    }
+  }
+  CHECK(moved >= 30);  // of 40 starts: the search moved items, so the rewrite was exercised
+}
 TEST_CASE("refine: brute-force comparison on small instances") {
   std::size_t reached = 0, total = 0;
   for (std::uint64_t seed = 0; seed < 120; ++seed) {

@@ -193,9 +193,10 @@ struct refine_state {
   /// start position), then the items that moved follow in the order of their last arrivals.
   /// `visit(bin, item)` is called for every item, in item order for the stayers, then in
   /// arrival order — for folds whose result does not depend on the order. O(n + bins), no
-  /// scatter by slot; reads no keys.
+  /// scatter by slot; reads no keys. The result is `start`'s storage rewritten in place (a
+  /// caller that hands its start over saves a copy of n locations).
   template <class Visit>
-  [[nodiscard]] assignment build_compact(const assignment& start, std::span<const std::uint32_t> start_begin,
+  [[nodiscard]] assignment build_compact(assignment start, std::span<const std::uint32_t> start_begin,
                                          Visit&& visit) const {
     const std::size_t n = start.size();
     const rank_t bins = start.bins;
@@ -230,9 +231,9 @@ struct refine_state {
         next += static_cast<std::uint32_t>(stays);
       }
     }
-    assignment a{bins, start.where};
+    // From here on `start` turns into the result: each location is read before it is rewritten.
     for (item_id i = 0; i < n; ++i) {
-      location& l = a.where[i];
+      location& l = start.where[i];
       l.slot = new_slot[std::size_t{start_begin[l.rank]} + l.slot];  // an arrival's is set below
       if (l.slot != left) visit(l.rank, i);
     }
@@ -242,10 +243,10 @@ struct refine_state {
       if (last[j] == 0) continue;
       const item_id i = arrivals[j];
       const rank_t b = arrived_in[j];
-      a.where[i] = location{b, next_slot[b]++};
+      start.where[i] = location{b, next_slot[b]++};
       visit(b, i);
     }
-    return a;
+    return start;
   }
 
   /// Calls `visit(bin, item)` for every item, in slot order (the keys' order) within each bin,
@@ -1511,76 +1512,13 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
   }
 }
 
-}  // namespace detail
-
-/// Local search after any partitioner: repeatedly takes the most loaded bin (ties: smallest
-/// index) and its partners — the least loaded bins, in increasing load — and applies the best
-/// move of one unit to the first partner that admits an improving step, or the best pairwise
-/// swap of a unit of the top bin with a lighter unit of that partner. A step is improving when
-/// both new loads are strictly below the top bin's load, so every step strictly lowers the
-/// pair (maximum, number of bins at the maximum) and the maximum never rises; the search stops
-/// when the most loaded bin admits no improving step or the work bound is reached.
-///
-/// - Guarantee: max(result) ≤ max(start) (recomputed with `bin_loads`; if floating-point
-///   rounding of the incremental loads ever disagreed, the start is returned); every
-///   constraint the start satisfies stays satisfied: `count_cap` (per-bin counts stay within
-///   ⌊n/d⌋…⌈n/d⌉ for `equal`, ≤ cap for `fixed`), `capacity` (a receiving bin stays ≤ cap),
-///   `groups` (a group moves as one unit, so its items move together or not at all).
-/// - Stops early when the maximum reaches a lower bound of every placement — Σ cost / d
-///   (⌈Σ / d⌉ for integral costs such as tokens; additive costs) or the costliest unit alone
-///   (costs ≥ 0; any cost): it is then optimal, though other bins may still sit at it.
-/// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
-///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
-///   Then (`resplit_work`) the pair re-split: the top bin's units pooled with a lighter partner's
-///   (the `resplit_partners` lightest, lightest first; then pairs of the 8 lightest, split three
-///   ways) are split anew by a bounded complete search that keeps every constraint (count
-///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
-///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
-///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
-///   lightest other bins (those tied with it last) split anew by `kk` among themselves (given in item order), pools of
-///   ≤ `redifference_max_units` items, under the same acceptance rule; on instances of ≤ `redifference_whole_units`
-///   items the first larger pool is replaced, once per call, by every bin: `kk`'s own partition of the instance, so
-///   once it has been tried the result cannot end above `kk`. Padded costs (no groups, free or fixed counts)
-///   escape by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other bins (those tied
-///   with it last) split anew by `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same
-///   rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long and short items in every
-///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. On seeded random and
-///   generated instances with 2–32 items per bin `X+refine` ends within 1e-5 of the best plain shipped algorithm on
-///   every one of 2,280 (instance, X) pairs (asserted in tests/balance/refine_escape_test.cpp). Not a guarantee of
-///   matching another start's `Y+refine` (another local optimum): 75 of 1,080 pairs end above the best of every Y and
-///   Y+refine by more than 1e-5 (up to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise) — bench/RESULTS.md
-///   "Session 16 — refine pool re-differencing", "Session 21 — tied bins in the pool re-differencing", "Session 26 —
-///   the whole instance as the last pool"; under the padded cost none of the 1,200 pairs ("Session 19").
-/// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
-///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
-///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
-///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order (plus O(p) while a prefix of the p lightest bins
-///   is cached for long partner enumerations: `detail::load_order`), and per partner
-///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
-///   integral costs); with few distinct integral unit costs (≤ 256), O(1) for a partner whose costs admit no improving
-///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
-///   lightest partner); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes
-///   of O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
-///   items per pool (padded: ≤ 1,024), and once per call one of the whole instance when it holds ≤ 512 items. Other
-///   costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
-///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit
-///   folds; padded costs
-///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
-///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
-///   padded path of refine"). At most `max_passes` × units steps.
-/// - Determinism: ties broken by bin index, then by unit order; no randomness.
-/// - Slot order: items that stay keep their relative slot order, items that arrive go last in
-///   arrival order, and the remaining slots are compacted to 0..k−1.
-/// - Errors (`invalid_input`): `start` invalid or of another size than `weights`, a group
-///   split across bins, or a start that already violates a count cap or the capacity.
-/// @param weights cost weight (length) per item
-/// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
-/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended,
-///                escape, re-split and re-differencing budgets 256, 64, 64 and 16 × units)
-/// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
+/// `refine` (below); `handed_over` is `&start` when the caller gave its start away, whose
+/// storage then becomes the result (`tokens` with exact loads: the search needs no copy of the
+/// start to fall back on), else null.
 template <batch_cost C>
-[[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
-                                const constraints& limits, const refine_options& opts = {}) {
+[[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
+                                     assignment* handed_over, const C& cost, const constraints& limits,
+                                     const refine_options& opts) {
   const char* name = "refine";
   if (start.size() != weights.size())
     mmbal::detail::throw_invalid(name, ": start assignment has ", start.size(), " items but there are ", weights.size(),
@@ -1710,14 +1648,18 @@ template <batch_cost C>
   if (bins < 2 || n == 0 || opts.max_passes == 0) return start;
 
   if constexpr (additive_cost<C>)
-    detail::refine_additive(st, weights, cost, limits, cb, bins, opts);
+    refine_additive(st, weights, cost, limits, cb, bins, opts);
   else
-    detail::refine_general(st, weights, cost, limits, cb, bins, opts);
+    refine_general(st, weights, cost, limits, cb, bins, opts);
 
   // `build_compact` reads only the arrivals: freeing the units' bins first lets its table of
   // new slots reuse their memory (a smaller peak, fewer fresh pages).
   if (order_free) st.unit_bin = {};
-  if (exact_loads) return st.build_compact(start, bin_begin, [](rank_t, item_id) {});
+  if (exact_loads) {
+    auto visit_none = [](rank_t, item_id) {};
+    return handed_over != nullptr ? st.build_compact(std::move(*handed_over), bin_begin, visit_none)
+                                  : st.build_compact(start, bin_begin, visit_none);
+  }
   // Safety net against rounding of the incremental additive loads: the result's loads are
   // folded in slot order while it is built, exactly as `bin_loads` folds them.
   std::vector<typename C::state> states(bins, cost.empty());
@@ -1728,6 +1670,88 @@ template <batch_cost C>
     if (l > max_before || (limits.capacity && l > *limits.capacity)) return start;
   }
   return out;
+}
+
+}  // namespace detail
+
+/// Local search after any partitioner: repeatedly takes the most loaded bin (ties: smallest
+/// index) and its partners — the least loaded bins, in increasing load — and applies the best
+/// move of one unit to the first partner that admits an improving step, or the best pairwise
+/// swap of a unit of the top bin with a lighter unit of that partner. A step is improving when
+/// both new loads are strictly below the top bin's load, so every step strictly lowers the
+/// pair (maximum, number of bins at the maximum) and the maximum never rises; the search stops
+/// when the most loaded bin admits no improving step or the work bound is reached.
+///
+/// - Guarantee: max(result) ≤ max(start) (recomputed with `bin_loads`; if floating-point
+///   rounding of the incremental loads ever disagreed, the start is returned); every
+///   constraint the start satisfies stays satisfied: `count_cap` (per-bin counts stay within
+///   ⌊n/d⌋…⌈n/d⌉ for `equal`, ≤ cap for `fixed`), `capacity` (a receiving bin stays ≤ cap),
+///   `groups` (a group moves as one unit, so its items move together or not at all).
+/// - Stops early when the maximum reaches a lower bound of every placement — Σ cost / d
+///   (⌈Σ / d⌉ for integral costs such as tokens; additive costs) or the costliest unit alone
+///   (costs ≥ 0; any cost): it is then optimal, though other bins may still sit at it.
+/// - Escape (additive costs, `escape_work`): when no move or swap improves, exchanges of up to
+///   two units each way with the lighter bins; only between bins of ≤ `escape_max_units` units.
+///   Then (`resplit_work`) the pair re-split: the top bin's units pooled with a lighter partner's
+///   (the `resplit_partners` lightest, lightest first; then pairs of the 8 lightest, split three
+///   ways) are split anew by a bounded complete search that keeps every constraint (count
+///   ranges, capacity, groups as one unit), taken when every new load ends strictly below the
+///   top's; only for pools of ≤ `resplit_max_units` units. Then (`redifference_work`; no
+///   groups, free or equal counts) the pool re-differencing: the top bin and its 3, 7, 15, ...
+///   lightest other bins (those tied with it last) split anew by `kk` among themselves (given in item order), pools of
+///   ≤ `redifference_max_units` items, under the same acceptance rule; on instances of ≤ `redifference_whole_units`
+///   items the first larger pool is replaced, once per call, by every bin: `kk`'s own partition of the instance, so
+///   once it has been tried the result cannot end above `kk`. Padded costs (no groups, free or fixed counts)
+///   escape by the pool re-split (`padded_pool_work`): the top bin and the 1, 3, 7, ... lightest other bins (those tied
+///   with it last) split anew by `padded_binary_search` (the pool's items sorted and cut into contiguous runs), same
+///   rule, pools of ≤ `padded_pool_max_units` items — `lpt` under a padded cost mixes long and short items in every
+///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. On seeded random and
+///   generated instances with 2–32 items per bin `X+refine` ends within 1e-5 of the best plain shipped algorithm on
+///   every one of 2,280 (instance, X) pairs (asserted in tests/balance/refine_escape_test.cpp). Not a guarantee of
+///   matching another start's `Y+refine` (another local optimum): 75 of 1,080 pairs end above the best of every Y and
+///   Y+refine by more than 1e-5 (up to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise) — bench/RESULTS.md
+///   "Session 16 — refine pool re-differencing", "Session 21 — tied bins in the pool re-differencing", "Session 26 —
+///   the whole instance as the last pool"; under the padded cost none of the 1,200 pairs ("Session 19").
+/// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
+///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
+///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
+///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order (plus O(p) while a prefix of the p lightest bins
+///   is cached for long partner enumerations: `detail::load_order`), and per partner
+///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
+///   integral costs); with few distinct integral unit costs (≤ 256), O(1) for a partner whose costs admit no improving
+///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
+///   lightest partner); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes
+///   of O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
+///   items per pool (padded: ≤ 1,024), and once per call one of the whole instance when it holds ≤ 512 items. Other
+///   costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
+///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit
+///   folds; padded costs
+///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
+///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
+///   padded path of refine"). At most `max_passes` × units steps.
+/// - Determinism: ties broken by bin index, then by unit order; no randomness.
+/// - Slot order: items that stay keep their relative slot order, items that arrive go last in
+///   arrival order, and the remaining slots are compacted to 0..k−1.
+/// - Errors (`invalid_input`): `start` invalid or of another size than `weights`, a group
+///   split across bins, or a start that already violates a count cap or the capacity.
+/// @param weights cost weight (length) per item
+/// @param start   the assignment to improve (e.g. the output of `lpt`); it carries the bins
+/// @param opts    work bounds, see `refine_options` (defaults: 4 passes, 256 partners, extended,
+///                escape, re-split and re-differencing budgets 256, 64, 64 and 16 × units)
+/// @see OrchMLLM §5.1 (objective: minimise the maximum); docs/DESIGN.md §5.1 `refine`.
+template <batch_cost C>
+[[nodiscard]] assignment refine(std::span<const length_t> weights, const assignment& start, const C& cost,
+                                const constraints& limits, const refine_options& opts = {}) {
+  return detail::refine_from(weights, start, nullptr, cost, limits, opts);
+}
+
+/// `refine` of a start the caller no longer needs, e.g. `refine(w, lpt{}(w, d, c), c, limits)`:
+/// the same result; with `tokens` (exact loads) it is built in the start's storage, saving a
+/// copy of n locations and their fresh memory.
+template <batch_cost C>
+[[nodiscard]] assignment refine(std::span<const length_t> weights, assignment&& start, const C& cost,
+                                const constraints& limits, const refine_options& opts = {}) {
+  return detail::refine_from(weights, start, &start, cost, limits, opts);
 }
 
 }  // namespace mmbal::balance

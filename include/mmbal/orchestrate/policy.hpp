@@ -215,7 +215,7 @@ class phase_balancer {
           detail::check_meets(a, p.weights, cost, p.limits, name);
         }
       }
-      if (refine) a = balance::refine(p.weights, a, cost, p.limits);
+      if (refine) a = balance::refine(p.weights, std::move(a), cost, p.limits);
       return a;
     }
     [[nodiscard]] phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
