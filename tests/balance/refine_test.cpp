@@ -204,9 +204,10 @@ TEST_CASE("refine: on random starts the top bin ends locally optimal (no improvi
       }
     }
   }
-  // The stopping rule itself is checked on 113 of the 300 (seeded); the others end at the bound
-  // (each new escape of refine reaches it on a few more: 79 of the first 200 since session 21).
-  CHECK(300 - at_bound >= 100);
+  // The stopping rule itself is checked on 98 of the 300 (seeded); the others end at the bound
+  // (each new escape of refine reaches it on a few more: 79 of the first 200 since session 21,
+  // 113 of the 300 before session 36 refined the re-differencing's pool splits).
+  CHECK(300 - at_bound >= 95);
 }
 
 TEST_CASE("refine: constraints stay satisfied on random instances") {

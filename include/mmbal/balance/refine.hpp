@@ -126,6 +126,17 @@ struct refine_options {
   /// and 459 items (bench/RESULTS.md "Session 26 — the whole instance as the last pool"). 0
   /// keeps every pool within `redifference_max_units`.
   std::uint32_t redifference_whole_units = 512;
+  /// A pool whose `kk` split leaves a part at or above the top bin's load is given a second
+  /// chance: that split refined as an instance of its own (moves, swaps, exchanges and
+  /// re-splits among the pool's bins, under the same options and constraints, without a
+  /// re-differencing of its own), then taken under the same rule. `kk`'s split is often a few
+  /// local steps from one whose parts all end below the top. Default true: 75 → 48 of the
+  /// 1,080 counted (instance, X) pairs above the best `Y+refine`, the worst excess 2.2 % →
+  /// 0.37 %; where the re-differencing runs (pools of ≤ `redifference_max_units` items: small
+  /// instances, never the 2,560 × 60 phases) `lpt+refine` takes up to 1.7 × its time, 4 × on
+  /// one 64-item instance (0.1 → 0.4 ms; bench/RESULTS.md "Session 36 — refined pool splits").
+  /// false: `kk`'s split alone, as before.
+  bool refine_pool_splits = true;
   /// Pool re-split (padded costs, no groups, free or fixed counts), their escape when no move or
   /// swap improves: the top bin and the 1, 3, 7, ... lightest other bins (those tied with it
   /// last) split anew among themselves by `padded_binary_search`, taken under the
@@ -630,6 +641,12 @@ struct unit_set {
 /// order is kept in two indexed heaps (`load_order`); the best partner unit is found by
 /// binary search. When no move or swap improves, the
 /// escape (`refine_options::escape_work`) tries exchanges of up to two units each way.
+template <batch_cost C>
+[[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
+                                     assignment* handed_over, const C& cost, const constraints& limits,
+                                     const refine_options& opts,
+                                     double stop_at = -std::numeric_limits<double>::infinity());
+
 template <class Entry, batch_cost C>
 void refine_additive_with(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
                           const count_bounds& cb, rank_t bins, const refine_options& opts,
@@ -961,22 +978,34 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
       pool_weights.clear();
       for (const std::uint32_t x : by_item) pool_weights.push_back(weights[pool[x].unit()]);  // a unit is its item
       const std::size_t ways = pool_bins.size();
-      const assignment by_item_split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
-      assignment split;  // the same split with the pool's positions
-      split.bins = by_item_split.bins;
-      split.where.resize(pool.size());
-      for (std::size_t j = 0; j < pool.size(); ++j) split.where[by_item[j]] = by_item_split.where[j];
-      part_load.assign(ways, 0.0);
-      for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].cost();
-      bool better = true;
-      for (std::size_t p = 0; p < ways && better; ++p) better = part_load[p] < lh && (!has_cap || part_load[p] <= cap);
-      if (better) {
+      auto take_split = [&](const assignment& by_item_split) {
+        assignment split;  // the same split with the pool's positions
+        split.bins = by_item_split.bins;
+        split.where.resize(pool.size());
+        for (std::size_t j = 0; j < pool.size(); ++j) split.where[by_item[j]] = by_item_split.where[j];
+        part_load.assign(ways, 0.0);
+        for (std::size_t x = 0; x < pool.size(); ++x) part_load[split.where[x].rank] += pool[x].cost();
+        bool better = true;
+        for (std::size_t p = 0; p < ways && better; ++p)
+          better = part_load[p] < lh && (!has_cap || part_load[p] <= cap);
+        if (!better) return false;
         const std::vector<rank_t> bin_of_part = parts_to_bins(
             split, [&](std::size_t x) { return st.unit_bin[pool[x].unit()]; }, pool_bins);
         move_pool([&](std::size_t x) { return bin_of_part[split.where[x].rank]; });
         for (std::size_t p = 0; p < ways; ++p) load[bin_of_part[p]] = part_load[p];
         for (const rank_t b : pool_bins) by_load.update(b);
         return true;
+      };
+      // The pool's `kk` split; when one of its parts ends at or above the top, that split refined
+      // as an instance of its own (`refine_options::refine_pool_splits`).
+      assignment pool_split = karmarkar_karp{}(pool_weights, static_cast<rank_t>(ways), cost, pool_limits);
+      if (take_split(pool_split)) return true;
+      if (opts.refine_pool_splits) {
+        refine_options within_pool = opts;
+        within_pool.redifference_work = 0;  // the pool is its own last pool
+        if (take_split(refine_from(std::span<const length_t>(pool_weights), pool_split, &pool_split, cost, pool_limits,
+                                   within_pool)))
+          return true;
       }
       if (!bins_left) return false;  // no partner left to add
     }
@@ -1518,7 +1547,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 template <batch_cost C>
 [[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
                                      assignment* handed_over, const C& cost, const constraints& limits,
-                                     const refine_options& opts) {
+                                     const refine_options& opts, double stop_at) {
   const char* name = "refine";
   if (start.size() != weights.size())
     mmbal::detail::throw_invalid(name, ": start assignment has ", start.size(), " items but there are ", weights.size(),
@@ -1648,7 +1677,7 @@ template <batch_cost C>
   if (bins < 2 || n == 0 || opts.max_passes == 0) return start;
 
   if constexpr (additive_cost<C>)
-    refine_additive(st, weights, cost, limits, cb, bins, opts);
+    refine_additive(st, weights, cost, limits, cb, bins, opts, nullptr, stop_at);
   else
     refine_general(st, weights, cost, limits, cb, bins, opts);
 
@@ -1708,10 +1737,12 @@ template <batch_cost C>
 ///   bin, which moves and swaps cannot regroup. All run only when the plain search is stuck. On seeded random and
 ///   generated instances with 2–32 items per bin `X+refine` ends within 1e-5 of the best plain shipped algorithm on
 ///   every one of 2,280 (instance, X) pairs (asserted in tests/balance/refine_escape_test.cpp). Not a guarantee of
-///   matching another start's `Y+refine` (another local optimum): 75 of 1,080 pairs end above the best of every Y and
-///   Y+refine by more than 1e-5 (up to 2.2 % with ≤ 3 items per bin; ≤ 0.05 % otherwise) — bench/RESULTS.md
+///   matching another start's `Y+refine` (another local optimum): 48 of 1,080 pairs end above the best of every Y and
+///   Y+refine by more than 1e-5 (up to 0.37 % with ≤ 3 items per bin; ≤ 0.05 % otherwise) — bench/RESULTS.md
 ///   "Session 16 — refine pool re-differencing", "Session 21 — tied bins in the pool re-differencing", "Session 26 —
-///   the whole instance as the last pool"; under the padded cost none of the 1,200 pairs ("Session 19").
+///   the whole instance as the last pool", "Session 36 — refined pool splits" (75 of 1,080 and up to 2.2 % before a
+///   pool whose `kk` split fails is refined as an instance of its own: `refine_pool_splits`); under the padded cost
+///   none of the 1,200 pairs ("Session 19").
 /// - Complexity: O(n + d) to validate and build (no sort: stayers keep the start's order);
 ///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
 ///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
