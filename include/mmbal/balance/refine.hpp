@@ -635,18 +635,18 @@ struct unit_set {
   return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
 }
 
+// `refine` itself (defined below): the re-differencing refines a pool's split as an instance.
+template <batch_cost C>
+[[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
+                                     assignment* handed_over, const C& cost, const constraints& limits,
+                                     const refine_options& opts);
+
 /// Additive fast path: a bin is its load (Σ unit costs) and its units sorted by (cost, unit)
 /// in one flat pool (from the start's slots when they run by cost descending, as `lpt`'s do,
 /// else one global radix order of the unit costs; no per-bin sort); the bins' (load, bin)
 /// order is kept in two indexed heaps (`load_order`); the best partner unit is found by
 /// binary search. When no move or swap improves, the
 /// escape (`refine_options::escape_work`) tries exchanges of up to two units each way.
-template <batch_cost C>
-[[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
-                                     assignment* handed_over, const C& cost, const constraints& limits,
-                                     const refine_options& opts,
-                                     double stop_at = -std::numeric_limits<double>::infinity());
-
 template <class Entry, batch_cost C>
 void refine_additive_with(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
                           const count_bounds& cb, rank_t bins, const refine_options& opts,
@@ -1547,7 +1547,7 @@ void refine_general(refine_state& st, std::span<const length_t> weights, const C
 template <batch_cost C>
 [[nodiscard]] assignment refine_from(std::span<const length_t> weights, const assignment& start,
                                      assignment* handed_over, const C& cost, const constraints& limits,
-                                     const refine_options& opts, double stop_at) {
+                                     const refine_options& opts) {
   const char* name = "refine";
   if (start.size() != weights.size())
     mmbal::detail::throw_invalid(name, ": start assignment has ", start.size(), " items but there are ", weights.size(),
@@ -1677,7 +1677,7 @@ template <batch_cost C>
   if (bins < 2 || n == 0 || opts.max_passes == 0) return start;
 
   if constexpr (additive_cost<C>)
-    refine_additive(st, weights, cost, limits, cb, bins, opts, nullptr, stop_at);
+    refine_additive(st, weights, cost, limits, cb, bins, opts);
   else
     refine_general(st, weights, cost, limits, cb, bins, opts);
 
