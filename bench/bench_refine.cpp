@@ -136,10 +136,11 @@ void BM_lpt_refine_equal(benchmark::State& state) {
   state.counters["refined_max_over_eq_lb"] = max_of(bin_loads(r, w, cost::tokens{})) / lb;
 }
 
-// The re-differencing's whole-instance pool (`refine_options::redifference_whole_units`) on
-// small instances, where it costs one `kk` of the instance. args: n, d, equal counts (0/1), what
-// runs (0 `lpt` alone, 1 `kk` alone: the same-run baselines; 2 `lpt+refine` without the whole
-// pool, 3 with it, the default). Omni LLM lengths, the attention cost of the rows above.
+// The re-differencing's whole-instance pool (`refine_options::redifference_whole_units`) and
+// its refined pool splits (`refine_options::refine_pool_splits`) on small instances, where the
+// re-differencing runs. args: n, d, equal counts (0/1), what runs (0 `lpt` alone, 1 `kk` alone:
+// the same-run baselines; 2 `lpt+refine` without the whole pool, 3 the default, 4 without the
+// refined pool splits). Omni LLM lengths, the attention cost of the rows above.
 void BM_whole_pool(benchmark::State& state) {
   const auto n = static_cast<std::uint64_t>(state.range(0));
   const rank_t d = static_cast<rank_t>(state.range(1));
@@ -149,6 +150,7 @@ void BM_whole_pool(benchmark::State& state) {
   if (state.range(2) != 0) limits.counts.kind = balance::count_cap::mode::equal;
   balance::refine_options opts;
   if (state.range(3) == 2) opts.redifference_whole_units = 0;
+  if (state.range(3) == 4) opts.refine_pool_splits = false;
   assignment r;
   for (auto _ : state) {
     if (state.range(3) == 1) {
@@ -380,7 +382,9 @@ void small_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_lpt)->Apply(small_args);
 BENCHMARK(BM_lpt_refine)->Apply(small_args);
 
-BENCHMARK(BM_whole_pool)->ArgsProduct({{128, 256, 512}, {8, 64}, {0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_whole_pool)
+    ->ArgsProduct({{128, 256, 512}, {8, 64}, {0, 1}, {0, 1, 2, 3, 4}})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt_deal)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);

@@ -1753,10 +1753,10 @@ template <batch_cost C>
 ///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its
 ///   lightest partner); an escape step costs O(s² log s) per partner from its budget, a re-split ≤ 1,024 search nodes
 ///   of O(1) per pool from its budget, a re-differencing one `kk` (padded costs: one `padded_binary_search`) of ≤ 128
-///   items per pool (padded: ≤ 1,024), and once per call one of the whole instance when it holds ≤ 512 items. Other
-///   costs refold bins: per step the 32 costliest units of the top bin and the 32 cheapest of each partner are tried
-///   (all of them in bins of ≤ 32 units), O(32 · s) per partner, and a step stops trying partners after about 4 M unit
-///   folds; padded costs
+///   items per pool (padded: ≤ 1,024) and, where `kk`'s split fails, one `refine` of the pool under the same options,
+///   and once per call one of the whole instance when it holds ≤ 512 items. Other costs refold bins: per step the 32
+///   costliest units of the top bin and the 32 cheapest of each partner are tried (all of them in bins of ≤ 32 units),
+///   O(32 · s) per partner, and a step stops trying partners after about 4 M unit folds; padded costs
 ///   (`padded_cost`) keep (count, longest item) per bin, so a pair costs O(1), O(s) per partner, and without groups a
 ///   partner that admits no improving step is skipped in O(1) (the same steps: bench/RESULTS.md "Session 18 — the
 ///   padded path of refine"). At most `max_passes` × units steps.
