@@ -474,6 +474,7 @@ class orchestrator {
     std::vector<char> rank_beyond(chunks, 0);
     parallel_for_index(chunks, threads, [&](std::size_t c) {
       for (std::size_t i = out.chunk_begin[c]; i < out.chunk_begin[c + 1]; ++i) {
+        mmbal::detail::prefetch_segments(w.samples, i + mmbal::detail::segment_prefetch_distance);
         counts[c].add(w.samples[i]);
         if (ranks && w.samples[i].rank >= *ranks) rank_beyond[c] = 1;
       }
