@@ -477,12 +477,22 @@ TEST_CASE("refine: bad input") {
 
 TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order under updates", "[refine]") {
   rng_engine g(94);
-  for (int round = 0; round < 40; ++round) {
+  for (int round = 0; round < 60; ++round) {
     // Up to 1,100 bins: long walks then extend the prefix from the heap's walk first (below an
     // eighth of the bins), then by sorting every bin.
     const auto d = static_cast<rank_t>(1 + uniform_below(g, round % 4 == 0 ? 1100 : 40));
+    // Three kinds of loads (many ties in each): integers (the bitmap; an update below the least
+    // load rebuilds it over a wider range), halves (the heaps), integers with now and then a
+    // half or a load too far off for the bitmap (a switch to the heaps in the middle).
+    const int kind = round % 3;
+    auto draw = [&](int step) {
+      const auto base = static_cast<double>(uniform_below(g, 50));
+      if (kind == 1) return base + 0.5 * static_cast<double>(uniform_below(g, 2));
+      if (kind == 2 && step % 97 == 96) return uniform_below(g, 2) == 0 ? base + 0.5 : base + 0x1p40;
+      return step < 0 ? base + 20 : base;  // integer starts leave room below the least load
+    };
     std::vector<double> load(d);
-    for (auto& l : load) l = static_cast<double>(uniform_below(g, 50));  // many ties
+    for (auto& l : load) l = draw(-1);
     balance::detail::load_order order(load);
     std::size_t long_walks = 0;
     for (int step = 0; step < 400; ++step) {
@@ -511,7 +521,7 @@ TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order u
       std::vector<rank_t> changed;
       for (std::size_t c = 0; c < changes; ++c) {
         const auto b = static_cast<rank_t>(uniform_below(g, d));
-        load[b] = static_cast<double>(uniform_below(g, 50));
+        load[b] = draw(step);
         changed.push_back(b);
       }
       for (const rank_t b : changed) order.update(b);

@@ -21,6 +21,7 @@
 #include <mmbal/cost/functions.hpp>
 #include <mmbal/cost/metrics.hpp>
 
+#include <mmbal/core/detail/bitmap_set.hpp>
 #include <mmbal/core/detail/indexed_heap.hpp>
 #include <mmbal/core/detail/order.hpp>
 
@@ -360,32 +361,63 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 
 /// Bins in (load, bin) order over a load array the caller keeps (the additive search's view
 /// of them): the most loaded bin (ties: smallest index), and the bins in increasing (load, bin)
-/// order, enumerated lazily. Two `mmbal::detail::indexed_heap`s over the same loads — a
-/// max-heap for the top, a min-heap whose k least bins come out in order in O(k log k) — so a
-/// step costs O(log d) per changed bin and no node allocation, where a `std::set` of
-/// (load, bin) erased and inserted two tree nodes. The orders are those of the set:
-/// (load, bin) is a strict total order.
+/// order, enumerated lazily. (load, bin) is a strict total order, so both representations below
+/// give the same answers.
 ///
-/// Long enumerations come from a cached prefix of the order — the p least bins, kept sorted
-/// across steps (a step changes two bins: O(p) to move them), formed when an enumeration goes
-/// past 32 bins and refilled from the min-heap's walk at twice the length when one runs past
-/// its end — or, once that length reaches an eighth of the bins, by sorting them all. The
-/// search enumerates the same light bins step after step (on a 2,560-rank image phase, hundreds
-/// per step near the end), and the heap's walk cost a quarter of `refine`'s time there
+/// Integer loads in a narrow range (`tokens`: after `lpt` every load lies within the longest
+/// item of the others; 625 distinct values on the 2,560-rank omni image phase) are keys
+/// (load − least) · 2^bits + bin of a three-level bitmap (`mmbal::detail::bitmap_set`, at most
+/// `max_bitmap_bits` bits): an update erases and inserts one key, the top is the greatest key's
+/// load with the least bin of that load, and an enumeration walks the keys upwards. A load
+/// that leaves the range (a pool re-split can end a bin below the least load) rebuilds the
+/// bitmap over twice the range, or falls back to the heaps when that is too wide; so does a
+/// load that is not an integer (bench/RESULTS.md "Session 37 — the load order as a bitmap").
+///
+/// Otherwise two `mmbal::detail::indexed_heap`s over the same loads — a max-heap for the top,
+/// a min-heap whose k least bins come out in order in O(k log k) — so a step costs O(log d) per
+/// changed bin and no node allocation, where a `std::set` of (load, bin) erased and inserted
+/// two tree nodes. Long enumerations come from a cached prefix of the order — the p least bins,
+/// kept sorted across steps (a step changes two bins: O(p) to move them), formed when an
+/// enumeration goes past 32 bins and refilled from the min-heap's walk at twice the length when
+/// one runs past its end — or, once that length reaches an eighth of the bins, by sorting them
+/// all. The search enumerates the same light bins step after step (on a 2,560-rank image phase,
+/// hundreds per step near the end), and the heap's walk cost a quarter of `refine`'s time there
 /// (bench/RESULTS.md "Session 22 — skipping partners by cost class"); its last step enumerates
 /// nearly every bin, at ≈ 60 ns per bin from the walk ("Session 25 — fewer passes and less
 /// fresh memory").
 class load_order {
  public:
   static constexpr rank_t none = mmbal::detail::indexed_heap<false>::none;
+  /// The widest bitmap (2 MiB); wider ranges use the heaps.
+  static constexpr std::uint64_t max_bitmap_bits = std::uint64_t{1} << 24;
 
   explicit load_order(const std::vector<double>& load)
-      : load_(load.data()), min_(load), max_(load), cached_(load.size(), 0) {}
+      : load_(load.data()), min_(std::span<const double>{}), max_(std::span<const double>{}) {
+    if (!use_bitmap(load, 0)) use_heaps(load);
+  }
   /// The most loaded bin, ties: the smallest index.
-  [[nodiscard]] rank_t top() const noexcept { return max_.top(); }
+  [[nodiscard]] rank_t top() const noexcept {
+    if (!bitmap_) return max_.top();
+    const std::uint64_t greatest = keys_.max();
+    return bin_of(keys_.successor(greatest >> bits_ << bits_));
+  }
   /// Restores the order after `load[b]` changed (either direction). Several loads may change
   /// before their bins are updated one by one.
   void update(rank_t b) {
+    if (bitmap_) {
+      const double now = load_[b];
+      if (now >= lo_ && now <= hi_ && now == std::floor(now)) {
+        keys_.erase(key(stored_[b], b));
+        keys_.insert(key(now, b));
+        stored_[b] = now;
+        return;
+      }
+      // The other bins keep the loads of their last update.
+      std::vector<double> loads = stored_;
+      loads[b] = now;
+      if (use_bitmap(loads, hi_ - lo_ + 1)) return;
+      use_heaps(stored_);  // b's load as of its last update; the heaps' update below moves it
+    }
     const bin_key was{min_.key(b), b}, now{load_[b], b};  // the order's key: the load as of the last update
     synced_ = false;
     min_.update(b, now.load);
@@ -403,19 +435,27 @@ class load_order {
   }
   /// Starts an enumeration of the bins in increasing (load, bin) order.
   void restart() {
-    // A prefix that only short enumerations used for a while is dropped: keeping it sorted
-    // costs every step O(p).
-    short_walks_ = at_ <= uncached_walk ? short_walks_ + 1 : 0;
-    if (short_walks_ > uncached_walk && !prefix_.empty()) {
-      for (const bin_key& k : prefix_) cached_[k.bin] = 0;
-      prefix_.clear();
-      whole_ = false;
+    if (!bitmap_) {
+      // A prefix that only short enumerations used for a while is dropped: keeping it sorted
+      // costs every step O(p).
+      short_walks_ = at_ <= uncached_walk ? short_walks_ + 1 : 0;
+      if (short_walks_ > uncached_walk && !prefix_.empty()) {
+        for (const bin_key& k : prefix_) cached_[k.bin] = 0;
+        prefix_.clear();
+        whole_ = false;
+      }
     }
     at_ = 0;
   }
   /// The next bin of the enumeration, or `none` after the last. The loads must not change
   /// during an enumeration.
   [[nodiscard]] rank_t next() {
+    if (bitmap_) {  // `at_`: the least key not yet returned
+      const std::uint64_t k = keys_.successor(at_);
+      if (k == mmbal::detail::bitmap_set::none) return none;
+      at_ = k + 1;
+      return bin_of(k);
+    }
     if (at_ < prefix_.size()) return prefix_[at_++].bin;
     if (prefix_.empty() && at_ < uncached_walk) {  // short walks: no prefix to keep
       if (at_++ == 0) {
@@ -432,6 +472,50 @@ class load_order {
   /// Enumerations come straight from the min-heap's walk until one goes past this many bins
   /// with no prefix (most steps try one or two partners: keeping a prefix would cost more).
   static constexpr std::size_t uncached_walk = 32;
+
+  [[nodiscard]] std::uint64_t key(double load, rank_t b) const noexcept {
+    return (static_cast<std::uint64_t>(load - lo_) << bits_) | b;
+  }
+  [[nodiscard]] rank_t bin_of(std::uint64_t k) const noexcept {
+    return static_cast<rank_t>(k & ((std::uint64_t{1} << bits_) - 1));
+  }
+  /// Switches to (or rebuilds) the bitmap over `load` when every load is an integer in [0, 2^53)
+  /// and the range, with `slack` more values below it, fits `max_bitmap_bits`; false otherwise.
+  bool use_bitmap(std::span<const double> load, double slack) {
+    const auto d = static_cast<rank_t>(load.size());
+    if (d == 0) return false;
+    double lo = load[0], hi = load[0];
+    for (const double l : load) {
+      if (!(l >= 0 && l < 0x1p53 && l == std::floor(l))) return false;
+      lo = std::min(lo, l);
+      hi = std::max(hi, l);
+    }
+    lo = std::max(0.0, lo - slack);
+    const unsigned bits = static_cast<unsigned>(std::bit_width(d - 1));
+    const double values = hi - lo + 1;
+    if (values > static_cast<double>(max_bitmap_bits >> bits)) return false;
+    bits_ = bits;
+    lo_ = lo;
+    hi_ = hi;
+    keys_ = mmbal::detail::bitmap_set(static_cast<std::uint64_t>(values) << bits);
+    for (rank_t b = 0; b < d; ++b) keys_.insert(key(load[b], b));
+    stored_ = std::vector<double>(load.begin(), load.end());  // `load` may be `stored_` itself
+    bitmap_ = true;
+    at_ = 0;
+    return true;
+  }
+  /// Switches to the heaps over `load`.
+  void use_heaps(std::span<const double> load) {
+    min_ = mmbal::detail::indexed_heap<false>(load);
+    max_ = mmbal::detail::indexed_heap<true>(load);
+    cached_.assign(load.size(), 0);
+    prefix_.clear();
+    at_ = short_walks_ = 0;
+    whole_ = synced_ = bitmap_ = false;
+    keys_ = {};
+    stored_ = {};
+  }
+
   /// Refills the prefix with the 2 · max(p, position) (at least 64) least bins from the
   /// min-heap's walk — going on with the walk that filled it when no bin changed since — or,
   /// from an eighth of the bins on, with every bin, sorted (O(d log d), where the walk's
@@ -462,11 +546,18 @@ class load_order {
   }
 
   const double* load_;
+  // The bitmap (`bitmap_`): one key per bin, of the load as of its last update (`stored_`).
+  bool bitmap_ = false;
+  unsigned bits_ = 0;
+  double lo_ = 0, hi_ = 0;  // the loads the bitmap can hold
+  mmbal::detail::bitmap_set keys_;
+  std::vector<double> stored_;
+  // The heaps.
   mmbal::detail::indexed_heap<false> min_;
   mmbal::detail::indexed_heap<true> max_;
   std::vector<std::uint8_t> cached_;  // per bin: in the prefix
   std::vector<bin_key> prefix_;       // the least bins in (load, bin) order
-  std::size_t at_ = 0;                // the enumeration's position in the prefix
+  std::size_t at_ = 0;                // the enumeration's position (bitmap: the least key not yet returned)
   bool whole_ = false;                // the prefix holds every bin
   bool synced_ = false;               // the min-heap's walk has returned exactly the prefix
   std::size_t short_walks_ = 0;       // enumerations in a row that stayed within uncached_walk
@@ -1747,7 +1838,8 @@ template <batch_cost C>
 ///   additive costs: every bin's units sorted by cost in a flat pool (8-byte entries for `tokens` without groups,
 ///   else 16), O(n) from a start whose slots run by cost descending (`lpt`'s), else one radix order of the unit costs,
 ///   O(n · ⌈bits / 11⌉); per step O(log d) to keep the bins' order (plus O(p) while a prefix of the p lightest bins
-///   is cached for long partner enumerations: `detail::load_order`), and per partner
+///   is cached for long partner enumerations), or O(1) word operations when every load is an integer within a range
+///   of ≤ 2^24 / 2^⌈log2 d⌉ values (`tokens`: a bitmap of (load, bin) keys; `detail::load_order`), and per partner
 ///   O(s_h + s_t) (s = units per bin), the partners in increasing load, skipped once the gap admits nothing (≤ 1 for
 ///   integral costs); with few distinct integral unit costs (≤ 256), O(1) for a partner whose costs admit no improving
 ///   move or swap (`cost_class_filter`; O(n) once to build the classes, O(256 log 256) per step that goes past its

@@ -119,7 +119,8 @@ inline constexpr std::size_t segment_prefetch_distance = 16;
 
 /// Asks the caches for the segments of `samples[i]`, if any: every sample's segments are a
 /// heap block of their own, so a pass over a workload parsed from a file otherwise waits on
-/// about one memory miss per sample (bench/RESULTS.md "Session 37").
+/// about one memory miss per sample (bench/RESULTS.md "Session 37 — where the image-heavy fresh plan goes; prefetched
+/// segments").
 inline void prefetch_segments(std::span<const sample> samples, std::size_t i) noexcept {
 #if defined(__GNUC__)
   if (i < samples.size() && !samples[i].segments.empty()) {

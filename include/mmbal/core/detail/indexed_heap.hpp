@@ -2,7 +2,8 @@
 /// @file
 /// The library's second hand-written priority queue (namespace mmbal::detail): an indexed
 /// 4-ary heap of (load, bin) keys with in-place key updates and a lazy walk in key order —
-/// the bin order of `refine`'s search (balance/refine.hpp `load_order`). The first is the
+/// the bin order of `refine`'s search (balance/refine.hpp `load_order`; where every load is an
+/// integer in a narrow range that order is a bitmap, core/detail/bitmap_set.hpp). The first is the
 /// loser tree of LPT (core/detail/loser_tree.hpp); every other queue of bins is a Boost.Heap
 /// (balance/detail/bin_queue.hpp).
 
