@@ -529,3 +529,24 @@ TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order u
     if (d > 64) CHECK(long_walks > 0);
   }
 }
+
+TEST_CASE("refine_valid_start: the same result as refine on the valid starts of every cost and constraint",
+          "[refine]") {
+  rng_engine g(37);
+  for (int round = 0; round < 120; ++round) {
+    const auto d = static_cast<rank_t>(2 + uniform_below(g, 40));
+    std::vector<length_t> w(d * (1 + uniform_below(g, 12)) + uniform_below(g, d));
+    for (auto& x : w) x = static_cast<length_t>(1 + uniform_below(g, round % 2 == 0 ? 20 : 5000));
+    constraints limits;
+    if (round % 3 == 1) limits.counts.kind = count_cap::mode::equal;
+    auto check = [&](const auto& cost) {
+      const assignment start = balance::lpt{}(w, d, cost, limits);
+      const assignment expected = refine(w, start, cost, limits);
+      assignment handed = start;
+      CHECK(balance::detail::refine_valid_start(w, std::move(handed), cost, limits) == expected);
+    };
+    check(cost::tokens{});
+    check(cost::attention{1.0, 1e-4});
+    check(cost::padded{});
+  }
+}

@@ -209,13 +209,18 @@ class phase_balancer {
     typed(P p, C c, bool r) : part(std::move(p)), cost(std::move(c)), refine(r) {}
     [[nodiscard]] assignment balance(const balance::problem& p, const std::string& name) const override {
       assignment a = balance::partition_problem(part, p, cost);
+      // A shipped partitioner's result is valid (tested), a user's once validated here.
+      bool valid = detail::tested_partitioner<P>;
       if constexpr (!detail::tested_partitioner<P>) {
         if (a.bins == p.bins && a.size() == p.weights.size()) {
           a.validate();
           detail::check_meets(a, p.weights, cost, p.limits, name);
+          valid = true;
         }
       }
-      if (refine) a = balance::refine(p.weights, std::move(a), cost, p.limits);
+      if (refine)  // a valid start's slots need no second check
+        a = valid ? balance::detail::refine_valid_start(p.weights, std::move(a), cost, p.limits)
+                  : balance::refine(p.weights, std::move(a), cost, p.limits);
       return a;
     }
     [[nodiscard]] phase_loads measure(std::span<const length_t> weights, std::span<const rank_t> before,
