@@ -364,8 +364,8 @@ inline bin_key most_loaded(const std::set<bin_key>& by_load) {
 /// order, enumerated lazily. (load, bin) is a strict total order, so both representations below
 /// give the same answers.
 ///
-/// Integer loads in a narrow range (`tokens`: after `lpt` every load lies within the longest
-/// item of the others; 625 distinct values on the 2,560-rank omni image phase) are keys
+/// Integer loads in a narrow range (`tokens`: after `lpt` the loads differ by at most the
+/// longest item; 625 distinct values on the 2,560-rank omni image phase) are keys
 /// (load − least) · 2^bits + bin of a three-level bitmap (`mmbal::detail::bitmap_set`, at most
 /// `max_bitmap_bits` bits): an update erases and inserts one key, the top is the greatest key's
 /// load with the least bin of that load, and an enumeration walks the keys upwards. A load
