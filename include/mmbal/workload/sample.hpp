@@ -111,9 +111,7 @@ namespace detail {
                   " bytes per token, which exceeds 2^64 - 1");
   return tokens * bytes_per_token;
 }
-}  // namespace detail
 
-namespace detail {
 /// How many samples ahead the passes over a workload ask for segments (`prefetch_segments`).
 inline constexpr std::size_t segment_prefetch_distance = 16;
 
