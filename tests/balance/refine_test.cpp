@@ -494,7 +494,8 @@ TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order u
     std::vector<double> load(d);
     for (auto& l : load) l = draw(-1);
     balance::detail::load_order order(load);
-    std::size_t long_walks = 0;
+    CHECK(order.on_bitmap() == (kind != 1));  // integer loads in a range of 50 values
+    std::size_t long_walks = 0, below_start = 0;
     for (int step = 0; step < 400; ++step) {
       std::vector<rank_t> expected(d);
       std::iota(expected.begin(), expected.end(), rank_t{0});
@@ -524,9 +525,15 @@ TEST_CASE("refine's load_order: top and every enumeration in (load, bin) order u
         load[b] = draw(step);
         changed.push_back(b);
       }
+      const double least = *std::min_element(load.begin(), load.end());
       for (const rank_t b : changed) order.update(b);
+      below_start += static_cast<std::size_t>(kind == 0 && least < 20);
+      if (kind == 0) REQUIRE(order.on_bitmap());  // a load below the range rebuilds the bitmap
     }
     if (d > 64) CHECK(long_walks > 0);
+    if (kind == 0) CHECK(below_start > 0);  // updates went below the starting range
+    if (kind == 1) CHECK(!order.on_bitmap());
+    if (kind == 2) CHECK(!order.on_bitmap());  // a half or a far load switched it to the heaps
   }
 }
 

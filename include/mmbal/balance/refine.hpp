@@ -395,6 +395,8 @@ class load_order {
       : load_(load.data()), min_(std::span<const double>{}), max_(std::span<const double>{}) {
     if (!use_bitmap(load, 0)) use_heaps(load);
   }
+  /// Whether the bitmap serves the order (else the heaps); for the tests.
+  [[nodiscard]] bool on_bitmap() const noexcept { return bitmap_; }
   /// The most loaded bin, ties: the smallest index.
   [[nodiscard]] rank_t top() const noexcept {
     if (!bitmap_) return max_.top();
@@ -415,7 +417,7 @@ class load_order {
       // The other bins keep the loads of their last update.
       std::vector<double> loads = stored_;
       loads[b] = now;
-      if (use_bitmap(loads, hi_ - lo_ + 1)) return;
+      if (use_bitmap(std::move(loads), hi_ - lo_ + 1)) return;
       use_heaps(stored_);  // b's load as of its last update; the heaps' update below moves it
     }
     const bin_key was{min_.key(b), b}, now{load_[b], b};  // the order's key: the load as of the last update
@@ -481,7 +483,7 @@ class load_order {
   }
   /// Switches to (or rebuilds) the bitmap over `load` when every load is an integer in [0, 2^53)
   /// and the range, with `slack` more values below it, fits `max_bitmap_bits`; false otherwise.
-  bool use_bitmap(std::span<const double> load, double slack) {
+  bool use_bitmap(std::vector<double> load, double slack) {
     const auto d = static_cast<rank_t>(load.size());
     if (d == 0) return false;
     double lo = load[0], hi = load[0];
@@ -499,7 +501,7 @@ class load_order {
     hi_ = hi;
     keys_ = mmbal::detail::bitmap_set(static_cast<std::uint64_t>(values) << bits);
     for (rank_t b = 0; b < d; ++b) keys_.insert(key(load[b], b));
-    stored_ = std::vector<double>(load.begin(), load.end());  // `load` may be `stored_` itself
+    stored_ = std::move(load);
     bitmap_ = true;
     at_ = 0;
     return true;

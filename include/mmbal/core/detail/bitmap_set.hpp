@@ -27,8 +27,6 @@ class bitmap_set {
   explicit bitmap_set(std::uint64_t universe)
       : universe_(universe), l0_(words(universe), 0), l1_(words(l0_.size()), 0), l2_(words(l1_.size()), 0) {}
 
-  [[nodiscard]] std::uint64_t universe() const noexcept { return universe_; }
-
   void insert(std::uint64_t x) noexcept {
     const std::uint64_t w0 = x >> 6, w1 = w0 >> 6;
     const bool was_empty = l0_[w0] == 0;
