@@ -557,3 +557,33 @@ TEST_CASE("refine_valid_start: the same result as refine on the valid starts of 
     check(cost::padded{});
   }
 }
+
+TEST_CASE("lpt_refined: the same assignment as lpt then refine_valid_start (tokens, no constraints)", "[refine]") {
+  rng_engine g(38);
+  for (int round = 0; round < 160; ++round) {
+    // Few items per bin (the escapes and the whole-instance pool run), many with a few image
+    // sizes over ≥ 64 bins (the cost-class filter runs), empty bins, zero weights, one bin.
+    const auto d = static_cast<rank_t>(round % 40 == 0 ? 1 : 2 + uniform_below(g, round % 4 == 3 ? 300 : 40));
+    const std::size_t per_bin = round % 4 == 3 ? 20 + uniform_below(g, 30) : uniform_below(g, 12);
+    std::vector<length_t> w(d * per_bin + uniform_below(g, d));
+    const std::vector<length_t> sizes = {0, 64, 144, 256, 576, 729, 1024, 2304};
+    for (auto& x : w)
+      x = round % 4 == 3 ? sizes[uniform_below(g, sizes.size())] + static_cast<length_t>(uniform_below(g, 3))
+                         : static_cast<length_t>(uniform_below(g, round % 2 == 0 ? 20 : 5000));
+    const cost::tokens tokens;
+    refine_options opts;
+    if (round % 8 == 5) opts.cost_class_filter = false;
+    if (round % 16 == 7) opts.max_passes = 0;
+    const assignment expected =
+        balance::detail::refine_valid_start(w, balance::lpt{}(w, d, tokens), tokens, constraints{}, opts);
+    const assignment fused = balance::detail::lpt_refined(w, d, tokens, opts);
+    INFO("round " << round << ": " << w.size() << " items on " << d << " bins");
+    CHECK(fused == expected);
+    fused.validate();
+  }
+  // Too long to fold exactly (n · (max l)² ≥ 2^53): the two calls, the same result.
+  const std::vector<length_t> wide(64, 4'000'000'000u);
+  CHECK(balance::detail::lpt_refined(wide, 5, cost::tokens{}) ==
+        balance::detail::refine_valid_start(wide, balance::lpt{}(wide, 5, cost::tokens{}), cost::tokens{}, {}));
+  CHECK_THROWS_AS(balance::detail::lpt_refined(wide, 0, cost::tokens{}), invalid_input);
+}

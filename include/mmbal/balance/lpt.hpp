@@ -118,6 +118,75 @@ template <batch_cost C>
   return std::move(out).finish();
 }
 
+/// The placement order of `lpt_unconstrained` (its steps 1 and 2): the items as (w << 32 | ~id) words sorted ascending
+/// (walked backwards: weight descending, ties by ascending id), whether every item cost is a
+/// non-negative integer, and Σ cost.
+struct lpt_order {
+  std::vector<std::uint64_t> words;
+  bool integral = true;
+  double total = 0;
+
+  /// The item of a word.
+  [[nodiscard]] static item_id id_of(std::uint64_t w) noexcept {
+    return static_cast<item_id>(0xffffffffu - static_cast<std::uint32_t>(w));
+  }
+  /// The k-th word in placement order (weight descending, ties by ascending id).
+  [[nodiscard]] std::uint64_t placed(std::size_t k) const noexcept { return words[words.size() - 1 - k]; }
+  /// Whether integer keys (load << bin bits | bin) order `bins` bins exactly as the double
+  /// loads would: integral costs whose total (and so every partial sum) is exact.
+  [[nodiscard]] bool packs(rank_t bins) const noexcept {
+    return integral && total < 0x1p53 && total + 1 < std::ldexp(1.0, 64 - mmbal::detail::bin_bits(bins));
+  }
+};
+
+/// Steps 1 and 2 of `lpt_unconstrained` for `weights` under `cost`. O(n · ⌈bits(max w)/11⌉).
+template <additive_cost C>
+[[nodiscard]] lpt_order lpt_sorted(std::span<const length_t> weights, const C& cost) {
+  const std::size_t n = weights.size();
+  lpt_order o;
+  o.words.resize(n);
+  length_t any_bits = 0;
+  bool integral = true;
+  // Four partial sums: one chain of dependent additions cost ≈ 9 cycles per item (the sum
+  // lived on the stack), a third of this pass. The total only decides whether the integer keys
+  // are exact: a sum of non-negative integers comes out below 2^53 in any order exactly when
+  // it is below 2^53 (partial sums below it are exact).
+  std::array<double, 4> partial{};
+  for (std::size_t i = 0; i < n; ++i) {
+    const length_t w = weights[i];
+    o.words[n - 1 - i] = (std::uint64_t{w} << 32) | (0xffffffffu - static_cast<std::uint32_t>(i));
+    any_bits |= w;
+    const double c = cost.item(w);
+    integral &= (c >= 0) & (c == std::floor(c));
+    partial[i % 4] += c;
+  }
+  o.integral = integral;
+  o.total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  std::vector<std::uint64_t> spare;
+  mmbal::detail::sort_packed(o.words, spare, any_bits);
+  return o;
+}
+
+/// Step 3 of `lpt_unconstrained` over `order`: `place(k, bin)` for the k-th item in placement
+/// order. Equal weights add equal costs; the words run by weight, so equal ends mean a run.
+template <additive_cost C, class Place>
+void lpt_deal(const lpt_order& order, rank_t bins, const C& cost, Place&& place) {
+  const std::size_t n = order.words.size();
+  auto item_cost = [&](std::size_t k) { return cost.item(static_cast<length_t>(order.placed(k) >> 32)); };
+  if (order.packs(bins)) {
+    mmbal::detail::deal_least_loaded_packed(
+        n, bins, [&](std::size_t k) { return static_cast<std::uint64_t>(item_cost(k)); }, place,
+        [&](std::size_t k, std::size_t e) { return (order.placed(k) >> 32) == (order.placed(e) >> 32); });
+    return;
+  }
+  mmbal::detail::deal_least_loaded_wide(
+      n, bins,
+      [&](std::size_t k, std::uint64_t bits) {
+        return mmbal::detail::wide_key::make(std::bit_cast<double>(bits) + item_cost(k), 0).bits;
+      },
+      place);
+}
+
 /// LPT without constraints for an additive cost — the hot path (docs/DESIGN.md §7 goal: n =
 /// 153,600 items into d = 2,560 bins in no more time than std::sort of the n keys).
 ///
@@ -137,46 +206,11 @@ template <additive_cost C>
   const std::size_t n = weights.size();
   assignment a{bins, std::vector<location>(n)};
   if (n == 0) return a;
-  std::vector<std::uint64_t> keys(n);
-  length_t any_bits = 0;
-  bool integral = true;
-  // Four partial sums: one chain of dependent additions cost ≈ 9 cycles per item (the sum
-  // lived on the stack), a third of this pass. The total only decides whether the integer keys
-  // are exact: a sum of non-negative integers comes out below 2^53 in any order exactly when
-  // it is below 2^53 (partial sums below it are exact).
-  std::array<double, 4> partial{};
-  for (std::size_t i = 0; i < n; ++i) {
-    const length_t w = weights[i];
-    keys[n - 1 - i] = (std::uint64_t{w} << 32) | (0xffffffffu - static_cast<std::uint32_t>(i));
-    any_bits |= w;
-    const double c = cost.item(w);
-    integral &= (c >= 0) & (c == std::floor(c));
-    partial[i % 4] += c;
-  }
-  const double total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  std::vector<std::uint64_t> spare;
-  mmbal::detail::sort_packed(keys, spare, any_bits);
-  // Walking the sorted words backwards: weight descending, ties by ascending id.
-  auto word = [&](std::size_t k) { return keys[n - 1 - k]; };
-  auto id_of = [](std::uint64_t w) { return static_cast<item_id>(0xffffffffu - static_cast<std::uint32_t>(w)); };
-  auto item_cost = [&](std::size_t k) { return cost.item(static_cast<length_t>(word(k) >> 32)); };
+  const lpt_order order = lpt_sorted(weights, cost);
   std::vector<std::uint32_t> counts(bins, 0);
-  auto place = [&](std::size_t k, rank_t b) { a.where[id_of(word(k))] = location{b, counts[b]++}; };
-  // Partial sums of integers below 2^53 are exact, so integer keys order bins exactly as the
-  // double loads would.
-  if (integral && total < 0x1p53 && total + 1 < std::ldexp(1.0, 64 - mmbal::detail::bin_bits(bins))) {
-    // Equal weights add equal costs; the words run by weight, so equal ends mean a run.
-    mmbal::detail::deal_least_loaded_packed(
-        n, bins, [&](std::size_t k) { return static_cast<std::uint64_t>(item_cost(k)); }, place,
-        [&](std::size_t k, std::size_t e) { return (word(k) >> 32) == (word(e) >> 32); });
-    return a;
-  }
-  mmbal::detail::deal_least_loaded_wide(
-      n, bins,
-      [&](std::size_t k, std::uint64_t bits) {
-        return mmbal::detail::wide_key::make(std::bit_cast<double>(bits) + item_cost(k), 0).bits;
-      },
-      place);
+  lpt_deal(order, bins, cost, [&](std::size_t k, rank_t b) {
+    a.where[lpt_order::id_of(order.placed(k))] = location{b, counts[b]++};
+  });
   return a;
 }
 

@@ -14,6 +14,7 @@
 #include <mmbal/balance/detail/units.hpp>
 #include <mmbal/balance/detail/validate.hpp>
 #include <mmbal/balance/karmarkar_karp.hpp>
+#include <mmbal/balance/lpt.hpp>
 #include <mmbal/balance/padded_binary_search.hpp>
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/types.hpp>
@@ -681,6 +682,19 @@ struct sorted_segments {
   std::vector<std::uint32_t> begin, size, room;
   cost_classes* classes = nullptr;
 
+  /// Lays out one segment per bin of `size[b]` units (set by the caller, who fills them), each
+  /// with room for 4 arrivals before it moves.
+  void lay_out() {
+    begin.resize(size.size());
+    room.resize(size.size());
+    std::uint32_t at = 0;
+    for (std::size_t b = 0; b < size.size(); ++b) {
+      begin[b] = at;
+      room[b] = size[b] + 4;
+      at += room[b];
+    }
+    pool.resize(at);
+  }
   [[nodiscard]] std::span<const entry> of(rank_t b) const { return {pool.data() + begin[b], size[b]}; }
   void erase(rank_t b, entry e) {
     entry* first = pool.data() + begin[b];
@@ -708,6 +722,14 @@ struct sorted_segments {
     ++size[b];
     if (classes != nullptr) classes->add(b, e.cost());
   }
+};
+
+/// Bins as the additive search starts from them, built by a caller (`lpt_refined`): every bin's
+/// units in (cost, unit) order and its load.
+template <class Entry>
+struct filled_bins {
+  sorted_segments<Entry> seg;
+  std::vector<double> load;
 };
 
 /// One or two units of a bin as the escape exchanges them: Σ cost, Σ items, the units (`b`
@@ -743,7 +765,7 @@ template <batch_cost C>
 template <class Entry, batch_cost C>
 void refine_additive_with(refine_state& st, std::span<const length_t> weights, const C& cost, const constraints& limits,
                           const count_bounds& cb, rank_t bins, const refine_options& opts,
-                          const std::vector<bool>* movable, double stop_at) {
+                          const std::vector<bool>* movable, double stop_at, filled_bins<Entry>* given = nullptr) {
   const units& u = *st.u;
   using entry = Entry;
   static_assert(!std::same_as<entry, packed_entry> || std::same_as<C, mmbal::cost::tokens>,
@@ -807,23 +829,18 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   const double floor_of_max = non_negative ? std::max(mean_floor, max_cost) : mean_floor;
 
   sorted_segments<entry> seg;
-  std::vector<double> load(bins, 0.0);
-  seg.begin.assign(bins, 0);
-  seg.size.assign(bins, 0);
-  seg.room.assign(bins, 0);
-  if (u.trivial)
-    for (rank_t b = 0; b < bins; ++b) seg.room[b] = static_cast<std::uint32_t>(st.counts[b]);  // unit = item
-  else
-    for (std::uint32_t k = 0; k < u.count; ++k) ++seg.room[st.unit_bin[k]];
-  {
-    std::uint32_t at = 0;
-    for (rank_t b = 0; b < bins; ++b) {
-      seg.begin[b] = at;
-      seg.size[b] = seg.room[b];
-      seg.room[b] += 4;  // room for arrivals before a segment moves
-      at += seg.room[b];
-    }
-    seg.pool.resize(at);
+  std::vector<double> load;
+  if (given != nullptr) {
+    seg = std::move(given->seg);
+    load = std::move(given->load);
+  } else {
+    load.assign(bins, 0.0);
+    seg.size.assign(bins, 0);
+    if (u.trivial)
+      for (rank_t b = 0; b < bins; ++b) seg.size[b] = static_cast<std::uint32_t>(st.counts[b]);  // unit = item
+    else
+      for (std::uint32_t k = 0; k < u.count; ++k) ++seg.size[st.unit_bin[k]];
+    seg.lay_out();
   }
   // Every bin's units sorted by (cost, unit) — a unique order, however it is reached — with the
   // loads folded in that order. From the start's slots when they (nearly) give it: an `lpt`
@@ -837,8 +854,8 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
     else
       return entry{unit_cost[k], k};
   };
-  bool filled = false;
-  if (u.trivial && st.start_by_cost != nullptr) {
+  bool filled = given != nullptr;
+  if (!filled && u.trivial && st.start_by_cost != nullptr) {
     filled = true;
     for (std::uint32_t k = 0; k < u.count && filled; ++k) {
       const auto [b, slot] = st.start_by_cost->where[k];
@@ -1653,6 +1670,11 @@ template <batch_cost C>
   // every bin's items in slot order, the order `bin_loads` folds them in.
   // The same pass folds the lengths' maximum and sum (each further pass over the weights is
   // a read of n words from beyond the caches on large inputs).
+  // When units are items, the same pass keeps every unit's bin.
+  const detail::units u = detail::make_units(n, limits.groups);
+  detail::refine_state st;
+  st.u = &u;
+  st.unit_bin.resize(u.count);
   std::vector<std::uint32_t> bin_begin(std::size_t{bins} + 1, 0);
   detail::length_totals lengths;
   for (item_id i = 0; i < n; ++i) {
@@ -1662,9 +1684,11 @@ template <batch_cost C>
       mmbal::detail::throw_invalid(name, ": start rank ", l.rank, " >= bins ", bins);
     }
     ++bin_begin[std::size_t{l.rank} + 1];
+    if (u.trivial) st.unit_bin[i] = l.rank;
     lengths.longest = std::max(lengths.longest, weights[i]);
     lengths.sum += weights[i];
   }
+  st.lengths = lengths;
   for (rank_t b = 0; b < bins; ++b) bin_begin[std::size_t{b} + 1] += bin_begin[b];
   // When the cost's fold does not depend on the item order (`stats_fold_exact`: every built-in
   // cost unless n · (max l)² ≥ 2^53), the slots are checked with a bitmap and the loads folded in
@@ -1687,19 +1711,13 @@ template <batch_cost C>
     mmbal::detail::throw_invalid(name, ": start slot ", start.where[i].slot, " of item ", i,
                                  " is out of range or taken");
   };
-  const detail::units u = detail::make_units(n, limits.groups);
-  detail::refine_state st;
-  st.u = &u;
-  st.lengths = lengths;
-  st.unit_bin.resize(u.count);
   // The additive search with an order-free fold ends in `build_compact`, which reads no keys:
   // none are kept (n words fewer to write, and fresh memory is a page fault per 4 KiB).
   const bool keyless = additive_cost<C> && order_free;
   if (!keyless) st.key.resize(n);
   if (order_free) {
     std::vector<std::uint64_t> taken(check_slots ? n / 64 + 1 : 0, 0);
-    // Checks item i's slot and, in the same pass, keeps its start slot (its key) and, when units
-    // are items, its bin.
+    // Checks item i's slot and, in the same pass, keeps its start slot (its key).
     auto check = [&](item_id i, const location l) {
       if (check_slots) {
         const std::size_t at = std::size_t{bin_begin[l.rank]} + l.slot;
@@ -1709,7 +1727,6 @@ template <batch_cost C>
         taken[at >> 6] |= bit;
       }
       if (!keyless) st.key[i] = l.slot;
-      if (u.trivial) st.unit_bin[i] = l.rank;
     };
     if (fold_start) {
       before.assign(bins, cost.empty());
@@ -1718,7 +1735,7 @@ template <batch_cost C>
         check(i, l);
         before[l.rank] = cost.add(before[l.rank], weights[i]);
       }
-    } else {
+    } else if (check_slots || !keyless) {  // else nothing to check or keep: no pass
       for (item_id i = 0; i < n; ++i) check(i, start.where[i]);
     }
   } else {
@@ -1734,10 +1751,7 @@ template <batch_cost C>
   st.next_key = n;
   st.start_by_cost = &start;
   if (!order_free)  // the pass above kept them otherwise
-    for (item_id i = 0; i < n; ++i) {
-      st.key[i] = start.where[i].slot;
-      if (u.trivial) st.unit_bin[i] = start.where[i].rank;
-    }
+    for (item_id i = 0; i < n; ++i) st.key[i] = start.where[i].slot;
   if (u.trivial)  // unit = item: the counts are the bins' sizes
     for (rank_t b = 0; b < bins; ++b) st.counts[b] = bin_begin[std::size_t{b} + 1] - bin_begin[b];
   for (std::uint32_t k = 0; k < u.count && !u.trivial; ++k) {
@@ -1893,6 +1907,88 @@ template <batch_cost C>
 [[nodiscard]] assignment refine_valid_start(std::span<const length_t> weights, assignment&& start, const C& cost,
                                             const constraints& limits, const refine_options& opts = {}) {
   return refine_from(weights, start, &start, cost, limits, opts, false);
+}
+
+/// `refine_valid_start(weights, lpt{}(weights, bins, cost), cost, {}, opts)` for `tokens` without
+/// constraints — the same assignment — with the two fused where they pass over the same data:
+/// `lpt`'s placement is kept as one bin per placed item instead of n locations; the bins'
+/// segments are filled from its sorted order (weight ascending, each run of one weight in the
+/// order it was placed: (cost, unit) order with no per-bin reversal or check) with their counts
+/// and loads; no start is validated; and the result is written once, in placement order for the
+/// items that stay (their start slots compacted, as `build_compact` keeps them), then the
+/// arrivals. Falls back to the two calls where a fold would not be exact (Σ ≥ 2^52, or
+/// n · (max l)² ≥ 2^53) or there is nothing to search. O(lpt + refine's search), about a tenth
+/// less than the two calls on an image phase (bench/RESULTS.md "Session 38 — lpt and refine
+/// fused").
+template <class C>
+requires std::same_as<C, mmbal::cost::tokens>
+[[nodiscard]] assignment lpt_refined(std::span<const length_t> weights, rank_t bins, const C& cost,
+                                     const refine_options& opts = {}) {
+  const std::size_t n = weights.size();
+  check_problem("lpt", weights, bins, {});
+  auto unfused = [&] { return refine_valid_start(weights, lpt_unconstrained(weights, bins, cost), cost, {}, opts); };
+  if (n == 0 || bins < 2 || opts.max_passes == 0) return unfused();
+  const lpt_order order = lpt_sorted(weights, cost);
+  const length_t longest = static_cast<length_t>(order.words.back() >> 32);
+  if (!(order.total < 0x1p52) || !stats_fold_exact<C>(longest, n)) return unfused();
+  // Placement: the bin of the k-th placed item, and every bin's count.
+  std::vector<rank_t> bin_of_placed(n);
+  filled_bins<packed_entry> given;
+  sorted_segments<packed_entry>& seg = given.seg;
+  seg.size.assign(bins, 0);
+  lpt_deal(order, bins, cost, [&](std::size_t k, rank_t b) {
+    bin_of_placed[k] = b;
+    ++seg.size[b];
+  });
+  const units u = make_units(n, {});
+  refine_state st;
+  st.u = &u;
+  st.counts.assign(seg.size.begin(), seg.size.end());
+  st.next_key = n;
+  st.lengths = length_totals{longest, static_cast<std::uint64_t>(order.total)};
+  st.unit_bin.resize(n);
+  // Segments: the words ascending are weight ascending, each run of one weight by descending
+  // id; placement order within a run is ascending id, so each run is read backwards.
+  seg.lay_out();
+  std::fill(seg.size.begin(), seg.size.end(), 0u);
+  std::vector<std::uint64_t> sum(bins, 0);
+  for (std::size_t j = 0; j < n;) {
+    const std::uint64_t w = order.words[j] >> 32;
+    std::size_t end = j + 1;
+    while (end < n && (order.words[end] >> 32) == w) ++end;
+    for (std::size_t x = end; x-- > j;) {
+      const item_id i = lpt_order::id_of(order.words[x]);
+      const rank_t b = bin_of_placed[n - 1 - x];
+      seg.pool[seg.begin[b] + seg.size[b]++] = packed_entry::of(static_cast<length_t>(w), i);
+      sum[b] += w;
+      st.unit_bin[i] = b;
+    }
+    j = end;
+  }
+  given.load.assign(sum.begin(), sum.end());
+  const count_bounds cb = make_count_bounds(count_cap{}, n, bins);
+  refine_additive_with<packed_entry>(st, weights, cost, constraints{}, cb, bins, opts, nullptr,
+                                     -std::numeric_limits<double>::infinity(), &given);
+  st.unit_bin = {};
+  // The result: the items that never moved in placement order (their compacted start slots),
+  // then each moved item at its last arrival, in arrival order.
+  std::vector<std::uint8_t> last(st.arrivals.size(), 0);
+  std::vector<std::uint64_t> moved(n / 64 + 1, 0);
+  for (std::size_t j = st.arrivals.size(); j-- > 0;) {
+    const item_id i = st.arrivals[j];
+    const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+    last[j] = (moved[i >> 6] & bit) == 0;
+    moved[i >> 6] |= bit;
+  }
+  assignment a{bins, std::vector<location>(n)};
+  std::vector<std::uint32_t> next(bins, 0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const item_id i = lpt_order::id_of(order.placed(k));
+    if ((moved[i >> 6] >> (i & 63) & 1) == 0) a.where[i] = location{bin_of_placed[k], next[bin_of_placed[k]]++};
+  }
+  for (std::size_t j = 0; j < st.arrivals.size(); ++j)
+    if (last[j] != 0) a.where[st.arrivals[j]] = location{st.arrived_in[j], next[st.arrived_in[j]]++};
+  return a;
 }
 }  // namespace detail
 
