@@ -213,17 +213,7 @@ struct refine_state {
                                          Visit&& visit) const {
     const std::size_t n = start.size();
     const rank_t bins = start.bins;
-    // Arrival j is its item's last when no later arrival moves the item again.
-    std::vector<std::uint8_t> last(arrivals.size(), 0);
-    {
-      std::vector<std::uint64_t> seen(n / 64 + 1, 0);
-      for (std::size_t j = arrivals.size(); j-- > 0;) {
-        const item_id i = arrivals[j];
-        const std::uint64_t bit = std::uint64_t{1} << (i & 63);
-        last[j] = (seen[i >> 6] & bit) == 0;
-        seen[i >> 6] |= bit;
-      }
-    }
+    const std::vector<std::uint8_t> last = last_arrivals(n);
     // Per start position (start_begin[bin] + slot): the stayer's new slot — its slot minus the
     // positions of its bin below it that emptied — or `left`; one sequential pass per bin, then
     // one lookup per item (no per-item count of the emptied positions).
@@ -252,14 +242,36 @@ struct refine_state {
     }
     std::vector<std::uint32_t> next_slot(bins);
     for (rank_t b = 0; b < bins; ++b) next_slot[b] = start_begin[std::size_t{b} + 1] - start_begin[b] - gone_in[b];
+    place_last_arrivals(start, last, next_slot, visit);
+    return start;
+  }
+
+  /// Per arrival, whether it is its item's last (no later arrival moves the item again), for n
+  /// items. O(n / 64 + arrivals).
+  [[nodiscard]] std::vector<std::uint8_t> last_arrivals(std::size_t n) const {
+    std::vector<std::uint8_t> last(arrivals.size(), 0);
+    std::vector<std::uint64_t> seen(n / 64 + 1, 0);
+    for (std::size_t j = arrivals.size(); j-- > 0;) {
+      const item_id i = arrivals[j];
+      const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+      last[j] = (seen[i >> 6] & bit) == 0;
+      seen[i >> 6] |= bit;
+    }
+    return last;
+  }
+
+  /// Puts every moved item at its last arrival (`last`: `last_arrivals`), after the
+  /// `next_slot[bin]` items already in the bin, in arrival order; `visit(bin, item)` for each.
+  template <class Visit>
+  void place_last_arrivals(assignment& a, std::span<const std::uint8_t> last, std::vector<std::uint32_t>& next_slot,
+                           Visit&& visit) const {
     for (std::size_t j = 0; j < arrivals.size(); ++j) {
       if (last[j] == 0) continue;
       const item_id i = arrivals[j];
       const rank_t b = arrived_in[j];
-      start.where[i] = location{b, next_slot[b]++};
+      a.where[i] = location{b, next_slot[b]++};
       visit(b, i);
     }
-    return start;
   }
 
   /// Calls `visit(bin, item)` for every item, in slot order (the keys' order) within each bin,
@@ -1971,23 +1983,18 @@ requires std::same_as<C, mmbal::cost::tokens>
                                      -std::numeric_limits<double>::infinity(), &given);
   st.unit_bin = {};
   // The result: the items that never moved in placement order (their compacted start slots),
-  // then each moved item at its last arrival, in arrival order.
-  std::vector<std::uint8_t> last(st.arrivals.size(), 0);
+  // then each moved item at its last arrival, in arrival order (as `build_compact` builds it).
+  const std::vector<std::uint8_t> last = st.last_arrivals(n);
   std::vector<std::uint64_t> moved(n / 64 + 1, 0);
-  for (std::size_t j = st.arrivals.size(); j-- > 0;) {
-    const item_id i = st.arrivals[j];
-    const std::uint64_t bit = std::uint64_t{1} << (i & 63);
-    last[j] = (moved[i >> 6] & bit) == 0;
-    moved[i >> 6] |= bit;
-  }
+  for (std::size_t j = 0; j < last.size(); ++j)
+    if (last[j] != 0) moved[st.arrivals[j] >> 6] |= std::uint64_t{1} << (st.arrivals[j] & 63);
   assignment a{bins, std::vector<location>(n)};
   std::vector<std::uint32_t> next(bins, 0);
   for (std::size_t k = 0; k < n; ++k) {
     const item_id i = lpt_order::id_of(order.placed(k));
     if ((moved[i >> 6] >> (i & 63) & 1) == 0) a.where[i] = location{bin_of_placed[k], next[bin_of_placed[k]]++};
   }
-  for (std::size_t j = 0; j < st.arrivals.size(); ++j)
-    if (last[j] != 0) a.where[st.arrivals[j]] = location{st.arrived_in[j], next[st.arrived_in[j]]++};
+  st.place_last_arrivals(a, last, next, [](rank_t, item_id) {});
   return a;
 }
 }  // namespace detail
