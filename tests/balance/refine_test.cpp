@@ -562,14 +562,20 @@ TEST_CASE("lpt_refined: the same assignment as lpt then refine_valid_start (toke
   rng_engine g(38);
   for (int round = 0; round < 160; ++round) {
     // Few items per bin (the escapes and the whole-instance pool run), many with a few image
-    // sizes over ≥ 64 bins (the cost-class filter runs), empty bins, zero weights, one bin.
-    const auto d = static_cast<rank_t>(round % 40 == 0 ? 1 : 2 + uniform_below(g, round % 4 == 3 ? 300 : 40));
-    const std::size_t per_bin = round % 4 == 3 ? 20 + uniform_below(g, 30) : uniform_below(g, 12);
+    // sizes over ≥ 64 bins (the cost-class filter runs on the classes the fill builds), empty
+    // bins, zero weights, one bin; over ≥ 64 bins also 255, 256 or 257 distinct lengths (the
+    // classes' limit) and lengths past the classes' range.
+    const bool many_bins = round % 4 == 3 || round % 8 == 1;
+    const auto d =
+        static_cast<rank_t>(round % 40 == 0 ? 1 : (many_bins ? 64 : 2) + uniform_below(g, many_bins ? 240 : 40));
+    const std::size_t per_bin = round % 4 == 3 ? 20 + uniform_below(g, 30) : 4 + uniform_below(g, 8);
     std::vector<length_t> w(d * per_bin + uniform_below(g, d));
     const std::vector<length_t> sizes = {0, 64, 144, 256, 576, 729, 1024, 2304};
+    const length_t past_classes = round % 16 == 9 ? length_t{1} << 20 : 0;
     for (auto& x : w)
-      x = round % 4 == 3 ? sizes[uniform_below(g, sizes.size())] + static_cast<length_t>(uniform_below(g, 3))
-                         : static_cast<length_t>(uniform_below(g, round % 2 == 0 ? 20 : 5000));
+      x = round % 4 == 3   ? sizes[uniform_below(g, sizes.size())] + static_cast<length_t>(uniform_below(g, 3))
+          : round % 8 == 1 ? past_classes + static_cast<length_t>(uniform_below(g, 255 + round / 8 % 3))
+                           : static_cast<length_t>(uniform_below(g, round % 2 == 0 ? 20 : 5000));
     const cost::tokens tokens;
     refine_options opts;
     if (round % 8 == 5) opts.cost_class_filter = false;

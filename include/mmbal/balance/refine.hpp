@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -736,12 +737,19 @@ struct sorted_segments {
   }
 };
 
+/// The cost-class filter of the additive search (`cost_classes`, `class_filter`) runs from 64
+/// bins on, where a step has partners to skip: below, building the classes cost more than it
+/// saved (8 and 32 bins: about 1 µs more on 64 items; bench/RESULTS.md "Session 22").
+inline constexpr rank_t class_filter_min_bins = 64;
+
 /// Bins as the additive search starts from them, built by a caller (`lpt_refined`): every bin's
-/// units in (cost, unit) order and its load.
+/// units in (cost, unit) order and its load, and, when the caller built them, the cost classes
+/// every bin holds (off when the costs are no classes; empty: the search builds them if needed).
 template <class Entry>
 struct filled_bins {
   sorted_segments<Entry> seg;
   std::vector<double> load;
+  std::optional<cost_classes> classes;
 };
 
 /// One or two units of a bin as the escape exchanges them: Σ cost, Σ items, the units (`b`
@@ -946,13 +954,16 @@ void refine_additive_with(refine_state& st, std::span<const length_t> weights, c
   auto fixed = [&](std::uint32_t k) { return movable != nullptr && !(*movable)[k]; };
 
   // Few distinct integral costs (`cost_classes`): the classes every bin holds, built the first
-  // time a step goes past its lightest partner (most steps of most instances never do), then
-  // kept by `seg`; per such step a `class_filter` of the top bin skips the partners it rejects.
-  // Not below 64 bins, where a step has few partners to skip: building the classes cost more
-  // than it saved at 8 and 32 bins (about 1 µs more on 64 items; bench/RESULTS.md "Session 22").
-  constexpr rank_t class_filter_min_bins = 64;
+  // time a step goes past its lightest partner (most steps of most instances never do) unless
+  // the caller built them with the bins, then kept by `seg`; per such step a `class_filter` of
+  // the top bin skips the partners it rejects.
   cost_classes classes;
   bool classes_pending = bins >= class_filter_min_bins;
+  if (given != nullptr && given->classes.has_value()) {
+    classes = std::move(*given->classes);
+    classes_pending = false;
+    if (classes.on()) seg.classes = &classes;
+  }
   class_filter filter;
   auto build_classes = [&] {
     classes_pending = false;
@@ -1944,7 +1955,7 @@ requires std::same_as<C, mmbal::cost::tokens>
   const length_t longest = static_cast<length_t>(order.words.back() >> 32);
   if (!(order.total < 0x1p52) || !stats_fold_exact<C>(longest, n)) return unfused();
   // Placement: the bin of the k-th placed item, and every bin's count.
-  std::vector<rank_t> bin_of_placed(n);
+  const auto bin_of_placed = std::make_unique_for_overwrite<rank_t[]>(n);  // every entry written by the deal
   filled_bins<packed_entry> given;
   sorted_segments<packed_entry>& seg = given.seg;
   seg.size.assign(bins, 0);
@@ -1960,24 +1971,50 @@ requires std::same_as<C, mmbal::cost::tokens>
   st.lengths = length_totals{longest, static_cast<std::uint64_t>(order.total)};
   st.unit_bin.resize(n);
   // Segments: the words ascending are weight ascending, each run of one weight by descending
-  // id; placement order within a run is ascending id, so each run is read backwards.
+  // id; placement order within a run is ascending id, so each run is read backwards. The runs
+  // are the cost classes (run r: class r) where the search would build them: each bin's
+  // classes are set here, with its units, instead of in a pass of their own.
   seg.lay_out();
-  std::fill(seg.size.begin(), seg.size.end(), 0u);
-  std::vector<std::uint64_t> sum(bins, 0);
+  // What the fill writes per bin, together: one cache line per unit placed, not one per array.
+  struct bin_fill {
+    std::uint64_t sum = 0;
+    std::array<std::uint64_t, cost_classes::words> held{};
+    std::uint32_t at = 0;  // the next slot of the bin's segment
+  };
+  std::vector<bin_fill> fill(bins);
+  for (rank_t b = 0; b < bins; ++b) fill[b].at = seg.begin[b];
+  const bool with_classes = opts.cost_class_filter && bins >= class_filter_min_bins && longest < cost_classes::max_cost;
+  bool classes_on = with_classes;  // no more runs than max_classes so far
+  std::vector<length_t> distinct;  // the runs' weights
   for (std::size_t j = 0; j < n;) {
     const std::uint64_t w = order.words[j] >> 32;
     std::size_t end = j + 1;
     while (end < n && (order.words[end] >> 32) == w) ++end;
+    classes_on = classes_on && distinct.size() < cost_classes::max_classes;
+    const std::size_t word = distinct.size() >> 6;
+    const std::uint64_t bit = classes_on ? std::uint64_t{1} << (distinct.size() & 63) : 0;
+    if (classes_on) distinct.push_back(static_cast<length_t>(w));
     for (std::size_t x = end; x-- > j;) {
       const item_id i = lpt_order::id_of(order.words[x]);
       const rank_t b = bin_of_placed[n - 1 - x];
-      seg.pool[seg.begin[b] + seg.size[b]++] = packed_entry::of(static_cast<length_t>(w), i);
-      sum[b] += w;
+      bin_fill& f = fill[b];
+      seg.pool[f.at++] = packed_entry::of(static_cast<length_t>(w), i);
+      f.sum += w;
+      f.held[word & (cost_classes::words - 1)] |= bit;
       st.unit_bin[i] = b;
     }
     j = end;
   }
-  given.load.assign(sum.begin(), sum.end());
+  given.load.resize(bins);
+  for (rank_t b = 0; b < bins; ++b) given.load[b] = static_cast<double>(fill[b].sum);
+  if (with_classes && classes_on) {
+    std::vector<std::uint64_t> held(std::size_t{bins} * cost_classes::words);
+    for (rank_t b = 0; b < bins; ++b)
+      std::copy_n(fill[b].held.begin(), cost_classes::words, held.begin() + b * cost_classes::words);
+    given.classes = cost_classes(distinct, std::move(held));
+  } else if (with_classes) {
+    given.classes = cost_classes{};
+  }
   const count_bounds cb = make_count_bounds(count_cap{}, n, bins);
   refine_additive_with<packed_entry>(st, weights, cost, constraints{}, cb, bins, opts, nullptr,
                                      -std::numeric_limits<double>::infinity(), &given);

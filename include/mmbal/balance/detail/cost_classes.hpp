@@ -41,6 +41,14 @@ class cost_classes {
   /// The classes of unit costs that are the items' `lengths` (`tokens` without groups), the
   /// longest of which the caller knows. O(n + longest / 64).
   cost_classes(std::span<const length_t> lengths, length_t longest, rank_t bins) { init(lengths, longest, bins); }
+  /// The classes of a caller that sorted the units and filled the bins itself (`lpt_refined`):
+  /// `distinct`, the instance's costs ascending, every one below `max_cost` and at most
+  /// `max_classes` of them; `held`, `words` words per bin, bit j of bin b set when b holds a
+  /// unit of class j (the cost `distinct[j]`). O(longest).
+  cost_classes(std::span<const length_t> distinct, std::vector<std::uint64_t>&& held) {
+    assign(distinct, distinct.back());
+    held_ = std::move(held);
+  }
 
   [[nodiscard]] bool on() const noexcept { return !value_.empty(); }
   /// The cost of class j.
@@ -86,18 +94,26 @@ class cost_classes {
       const std::uint32_t v = index(c);
       seen[v >> 6] |= std::uint64_t{1} << (v & 63);
     }
-    std::size_t distinct = 0;
-    for (const std::uint64_t w : seen) distinct += static_cast<std::size_t>(std::popcount(w));
-    if (distinct > max_classes) return;
-    class_of_.assign(top + 1, 0);
-    value_.reserve(distinct);
+    std::size_t count = 0;
+    for (const std::uint64_t w : seen) count += static_cast<std::size_t>(std::popcount(w));
+    if (count > max_classes) return;
+    std::vector<std::uint32_t> distinct;
+    distinct.reserve(count);
     for (std::size_t w = 0; w < seen.size(); ++w)
-      for (std::uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
-        const std::size_t v = 64 * w + static_cast<std::size_t>(std::countr_zero(bits));
-        class_of_[v] = static_cast<std::uint8_t>(value_.size());
-        value_.push_back(static_cast<double>(v));
-      }
+      for (std::uint64_t bits = seen[w]; bits != 0; bits &= bits - 1)
+        distinct.push_back(static_cast<std::uint32_t>(64 * w + static_cast<std::size_t>(std::countr_zero(bits))));
+    assign(distinct, top);
     held_.assign(std::size_t{bins} * words, 0);
+  }
+  // Class j is the j-th of the distinct costs (ascending, at most `max_classes`, none above `top`).
+  template <class Values>
+  void assign(const Values& distinct, std::size_t top) {
+    class_of_.assign(top + 1, 0);
+    value_.reserve(distinct.size());
+    for (const auto v : distinct) {
+      class_of_[v] = static_cast<std::uint8_t>(value_.size());
+      value_.push_back(static_cast<double>(v));
+    }
   }
   // The instance's costs are integers in [0, 2^20): the signed conversion is exact (and one
   // instruction, where the unsigned 64-bit one branches).
