@@ -568,7 +568,8 @@ TEST_CASE("lpt_refined: the same assignment as lpt then refine_valid_start (toke
     const bool many_bins = round % 4 == 3 || round % 8 == 1;
     const auto d =
         static_cast<rank_t>(round % 40 == 0 ? 1 : (many_bins ? 64 : 2) + uniform_below(g, many_bins ? 240 : 40));
-    const std::size_t per_bin = round % 4 == 3 ? 20 + uniform_below(g, 30) : 4 + uniform_below(g, 8);
+    const std::size_t per_bin = round % 4 == 3 ? 20 + uniform_below(g, 30)
+                                               : (round % 8 == 1 ? 4 : 0) + uniform_below(g, round % 8 == 1 ? 8 : 12);
     std::vector<length_t> w(d * per_bin + uniform_below(g, d));
     const std::vector<length_t> sizes = {0, 64, 144, 256, 576, 729, 1024, 2304};
     const length_t past_classes = round % 16 == 9 ? length_t{1} << 20 : 0;

@@ -2000,7 +2000,7 @@ requires std::same_as<C, mmbal::cost::tokens>
       bin_fill& f = fill[b];
       seg.pool[f.at++] = packed_entry::of(static_cast<length_t>(w), i);
       f.sum += w;
-      f.held[word & (cost_classes::words - 1)] |= bit;
+      f.held[word & (cost_classes::words - 1)] |= bit;  // bit 0 once the classes are off; the mask keeps word in range
       st.unit_bin[i] = b;
     }
     j = end;
