@@ -24,6 +24,31 @@ TEST_CASE("bin loads are recomputed per bin, for partitions and assignments") {
   CHECK_THROWS_AS(mmbal::bin_loads(mmbal::partition{3, {0}}, w, mmbal::cost::tokens{}), mmbal::invalid_input);
 }
 
+TEST_CASE("bin_loads under tokens (one integer per bin) equals the fold of the whole state", "[metrics]") {
+  auto g = mmbal::make_rng(39);
+  const mmbal::cost::tokens tokens;
+  for (int trial = 0; trial < 100; ++trial) {
+    const auto d = static_cast<mmbal::rank_t>(mmbal::uniform_int(g, 1, 40));
+    std::vector<length_t> w(static_cast<std::size_t>(mmbal::uniform_int(g, 0, 400)));
+    std::vector<mmbal::rank_t> bin(w.size());
+    // Lengths up to 2^32 − 1 every few trials: sums past 2^53, where a double fold would round.
+    const length_t top = trial % 4 == 0 ? 0xffffffffu : 5000;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<length_t>(mmbal::uniform_int(g, 0, top));
+      bin[i] = static_cast<mmbal::rank_t>(mmbal::uniform_int(g, 0, d - 1));
+    }
+    std::vector<mmbal::cost::tokens::state> state(d, tokens.empty());
+    for (std::size_t i = 0; i < w.size(); ++i) state[bin[i]] = tokens.add(state[bin[i]], w[i]);
+    std::vector<double> expected(d);
+    for (mmbal::rank_t b = 0; b < d; ++b) expected[b] = tokens.value(state[b]);
+    REQUIRE(mmbal::bin_loads(std::span<const mmbal::rank_t>(bin), d, w, tokens) == expected);
+  }
+  const std::vector<length_t> w{1, 2};
+  const std::vector<mmbal::rank_t> off{0, 2};
+  REQUIRE_THROWS_WITH(mmbal::bin_loads(std::span<const mmbal::rank_t>(off), 2, w, tokens),
+                      Catch::Contains("item 1 on bin 2 >= 2"));
+}
+
 TEST_CASE("lower bounds never exceed the brute-force optimum") {
   auto g = mmbal::make_rng(11);
   for (int trial = 0; trial < 200; ++trial) {

@@ -7,9 +7,11 @@
 #include <mmbal/core/concepts.hpp>
 #include <mmbal/core/detail/node_map.hpp>
 #include <mmbal/core/types.hpp>
+#include <mmbal/cost/functions.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -18,12 +20,29 @@ namespace mmbal {
 
 /// Per-bin cost when item i is on bin `bin_of[i]` (of `bins`): each bin folds its items in
 /// ascending item id. Throws on a size mismatch, a bin ≥ bins or bins above `max_ranks`. O(n + bins).
+/// `cost::tokens`, whose value reads only Σ l, folds one integer per bin instead of the whole
+/// state — the same loads (the sum is exact), 2.7 × faster on 584 K items (bench/RESULTS.md
+/// "Session 39").
 template <batch_cost C>
 [[nodiscard]] std::vector<double> bin_loads(std::span<const rank_t> bin_of, rank_t bins,
                                             std::span<const length_t> weights, const C& cost) {
   if (bin_of.size() != weights.size())
     detail::throw_invalid("bin_loads: partition has ", bin_of.size(), " items, weights ", weights.size());
   if (bins > max_ranks) (void)checked_ranks(bins, "bin_loads: bins");  // O(bins) state follows
+  if constexpr (std::same_as<C, cost::tokens>) {
+    std::vector<std::uint64_t> sum(bins, 0);
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);
+      sum[bin_of[i]] += weights[i];
+    }
+    std::vector<double> loads(bins);
+    typename C::state s = cost.empty();
+    for (rank_t b = 0; b < bins; ++b) {
+      s.sum = sum[b];
+      loads[b] = cost.value(s);
+    }
+    return loads;
+  }
   std::vector<typename C::state> states(bins, cost.empty());
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);
