@@ -254,6 +254,33 @@ void BM_orchestrated_phase(benchmark::State& state) {
   }
 }
 
+// `bin_loads` of a phase's items on their origin ranks (consecutive items of one sample share a
+// rank), as the orchestrator's report folds them (args: phase as in `BM_orchestrated_phase`
+// but 0 or 3; 0 the same-run baseline, a user cost equal to `tokens` and so folded through the
+// whole state; 1 `tokens`, one integer per bin).
+struct tokens_by_state : cost::stats_cost_base {
+  [[nodiscard]] double value(const state& s) const noexcept { return static_cast<double>(s.sum); }
+  [[nodiscard]] double item(length_t l) const noexcept { return static_cast<double>(l); }
+};
+void BM_bin_loads(benchmark::State& state) {
+  static const std::array<phase_items, 2> items = [] {
+    return std::array<phase_items, 2>{phase_items_of(bench::omni_step(2560), "image"),
+                                      phase_items_of(bench::omni_step(2560, 60, true), "image")};
+  }();
+  const phase_items& p = items[state.range(0) == 0 ? 0 : 1];
+  std::vector<double> loads;
+  for (auto _ : state) {
+    if (state.range(1) == 0)
+      loads = bin_loads(std::span<const rank_t>(p.origin), 2560, p.weights, tokens_by_state{});
+    else
+      loads = bin_loads(std::span<const rank_t>(p.origin), 2560, p.weights, cost::tokens{});
+    benchmark::DoNotOptimize(loads.data());
+  }
+  state.SetLabel(phase_label(static_cast<std::size_t>(state.range(0))) +
+                 (state.range(1) == 0 ? " state fold (baseline)" : " tokens"));
+  state.counters["items"] = static_cast<double>(p.size());
+}
+
 // LPT's placement loop alone (`deal_least_loaded_packed` over the phase's lengths sorted
 // descending, 2,560 bins; args: phase as in `BM_orchestrated_phase`, 0 item by item — the
 // same-run baseline — or 1 with runs of equal lengths dealt in bulk, as `lpt` does).
@@ -396,6 +423,7 @@ BENCHMARK(BM_whole_pool)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_orchestrated_phase)->ArgsProduct({{0, 3}, {3}})->Unit(benchmark::kMillisecond);  // unfused
+BENCHMARK(BM_bin_loads)->ArgsProduct({{0, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lpt_deal)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_phase)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_padded_lpt_refine)->Apply([](benchmark::internal::Benchmark* b) { padded_instances(b, {}); });

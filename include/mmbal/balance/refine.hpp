@@ -1940,9 +1940,10 @@ template <batch_cost C>
 /// and loads; no start is validated; and the result is written once, in placement order for the
 /// items that stay (their start slots compacted, as `build_compact` keeps them), then the
 /// arrivals. Falls back to the two calls where a fold would not be exact (Σ ≥ 2^52, or
-/// n · (max l)² ≥ 2^53) or there is nothing to search. O(lpt + refine's search), about a tenth
-/// less than the two calls on an image phase (bench/RESULTS.md "Session 38 — lpt and refine
-/// fused").
+/// n · (max l)² ≥ 2^53) or there is nothing to search. Where the search would use cost classes,
+/// the fill builds them too (run r of one weight = class r). O(lpt + refine's search), about a
+/// seventh less than the two calls on an image phase (bench/RESULTS.md "Session 38 — lpt and
+/// refine fused", "Session 39 — the cost classes built with the bins").
 template <class C>
 requires std::same_as<C, mmbal::cost::tokens>
 [[nodiscard]] assignment lpt_refined(std::span<const length_t> weights, rank_t bins, const C& cost,
@@ -2007,13 +2008,12 @@ requires std::same_as<C, mmbal::cost::tokens>
   }
   given.load.resize(bins);
   for (rank_t b = 0; b < bins; ++b) given.load[b] = static_cast<double>(fill[b].sum);
-  if (with_classes && classes_on) {
-    std::vector<std::uint64_t> held(std::size_t{bins} * cost_classes::words);
-    for (rank_t b = 0; b < bins; ++b)
+  if (with_classes) {
+    std::vector<std::uint64_t> held(classes_on ? std::size_t{bins} * cost_classes::words : 0);
+    for (std::size_t b = 0; classes_on && b < bins; ++b)
       std::copy_n(fill[b].held.begin(), cost_classes::words, held.begin() + b * cost_classes::words);
-    given.classes = cost_classes(distinct, std::move(held));
-  } else if (with_classes) {
-    given.classes = cost_classes{};
+    given.classes =
+        classes_on ? cost_classes(distinct, std::move(held)) : cost_classes{};  // off: more runs than classes
   }
   const count_bounds cb = make_count_bounds(count_cap{}, n, bins);
   refine_additive_with<packed_entry>(st, weights, cost, constraints{}, cb, bins, opts, nullptr,

@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace mmbal {
@@ -21,35 +22,40 @@ namespace mmbal {
 /// Per-bin cost when item i is on bin `bin_of[i]` (of `bins`): each bin folds its items in
 /// ascending item id. Throws on a size mismatch, a bin ≥ bins or bins above `max_ranks`. O(n + bins).
 /// `cost::tokens`, whose value reads only Σ l, folds one integer per bin instead of the whole
-/// state — the same loads (the sum is exact), 2.7 × faster on 584 K items (bench/RESULTS.md
-/// "Session 39").
+/// state — the same loads (the sum is exact), 2–3 × faster on the image phases (bench_refine
+/// `BM_bin_loads`, bench/RESULTS.md "Session 39").
 template <batch_cost C>
 [[nodiscard]] std::vector<double> bin_loads(std::span<const rank_t> bin_of, rank_t bins,
                                             std::span<const length_t> weights, const C& cost) {
   if (bin_of.size() != weights.size())
     detail::throw_invalid("bin_loads: partition has ", bin_of.size(), " items, weights ", weights.size());
   if (bins > max_ranks) (void)checked_ranks(bins, "bin_loads: bins");  // O(bins) state follows
-  if constexpr (std::same_as<C, cost::tokens>) {
-    std::vector<std::uint64_t> sum(bins, 0);
-    for (std::size_t i = 0; i < weights.size(); ++i) {
-      if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);
-      sum[bin_of[i]] += weights[i];
-    }
-    std::vector<double> loads(bins);
-    typename C::state s = cost.empty();
-    for (rank_t b = 0; b < bins; ++b) {
-      s.sum = sum[b];
-      loads[b] = cost.value(s);
-    }
-    return loads;
-  }
-  std::vector<typename C::state> states(bins, cost.empty());
+  // `tokens` reads only Σ l: one integer per bin instead of the whole state.
+  constexpr bool sum_only = std::same_as<C, cost::tokens>;
+  using accumulator = std::conditional_t<sum_only, std::uint64_t, typename C::state>;
+  std::vector<accumulator> acc(bins, [&]() -> accumulator {
+    if constexpr (sum_only)
+      return 0;
+    else
+      return cost.empty();
+  }());
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (bin_of[i] >= bins) detail::throw_invalid("bin_loads: item ", i, " on bin ", bin_of[i], " >= ", bins);
-    states[bin_of[i]] = cost.add(states[bin_of[i]], weights[i]);
+    if constexpr (sum_only)
+      acc[bin_of[i]] += weights[i];
+    else
+      acc[bin_of[i]] = cost.add(acc[bin_of[i]], weights[i]);
   }
   std::vector<double> loads(bins);
-  for (rank_t b = 0; b < bins; ++b) loads[b] = cost.value(states[b]);
+  for (rank_t b = 0; b < bins; ++b) {
+    if constexpr (sum_only) {
+      typename C::state s = cost.empty();
+      s.sum = acc[b];
+      loads[b] = cost.value(s);
+    } else {
+      loads[b] = cost.value(acc[b]);
+    }
+  }
   return loads;
 }
 
