@@ -9,6 +9,8 @@
 
 #include "rearrange_helpers.hpp"
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 using mmbal::location;
@@ -73,6 +75,50 @@ TEST_CASE("assembly layout: samples in LLM slot order, segments in sequence orde
     std::swap((*v)[0], (*v)[1]);
   const std::vector<location> expect_swapped{expect[1], expect[0], expect[2]};
   CHECK(mmbal::assembly_layout(swapped, llm).where == expect_swapped);
+}
+
+// The layout against its definition, dealt out slot by slot: on every LLM rank, the samples in
+// slot order, each sample's outputs in segment order (ties by item); the items in generated
+// order (the in-order shortcut) and shuffled; samples without outputs, idle ranks.
+TEST_CASE("assembly layout equals dealing the outputs out slot by slot", "[rearrange][compose]") {
+  auto g = mmbal::make_rng(47);
+  for (int t = 0; t < 40; ++t) {
+    const rank_t d = 1 + static_cast<rank_t>(mmbal::uniform_below(g, 12));
+    const auto samples = static_cast<std::uint32_t>(1 + mmbal::uniform_below(g, 80));
+    const mmbal::workload w = random_workload(g, samples, d);
+    const rearrangement llm = rearrange_test::random_rearrangement(g, samples, d, 0.3);
+    mmbal::phase_items enc = mmbal::encoder_phase_items(w, *w.find_modality("image"));
+    if (t % 2 == 1) {  // shuffled items: the sorting path
+      std::vector<std::size_t> perm(enc.size());
+      std::iota(perm.begin(), perm.end(), std::size_t{0});
+      mmbal::shuffle(std::span<std::size_t>(perm), g);
+      mmbal::phase_items s = enc;
+      for (std::size_t k = 0; k < perm.size(); ++k) {
+        s.weights[k] = enc.weights[perm[k]];
+        s.origin[k] = enc.origin[perm[k]];
+        s.sample_of[k] = enc.sample_of[perm[k]];
+        s.segment_of[k] = enc.segment_of[perm[k]];
+      }
+      enc = std::move(s);
+    }
+    INFO("instance " << t << " d " << d << " samples " << samples << " outputs " << enc.size());
+    std::vector<location> expect(enc.size());
+    for (rank_t r = 0; r < d; ++r) {
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> slot_sample;  // (slot, sample) on r
+      for (std::uint32_t s = 0; s < samples; ++s)
+        if (llm.destination[s].rank == r) slot_sample.emplace_back(llm.destination[s].slot, s);
+      std::sort(slot_sample.begin(), slot_sample.end());
+      std::uint32_t next = 0;
+      for (const auto& [slot, s] : slot_sample) {
+        std::vector<std::pair<std::uint32_t, std::size_t>> outputs;  // (segment, item)
+        for (std::size_t i = 0; i < enc.size(); ++i)
+          if (enc.sample_of[i] == s) outputs.emplace_back(enc.segment_of[i], i);
+        std::sort(outputs.begin(), outputs.end());
+        for (const auto& o : outputs) expect[o.second] = location{r, next++};
+      }
+    }
+    CHECK(mmbal::assembly_layout(enc, llm).where == expect);
+  }
 }
 
 TEST_CASE("Π_E then composed == Π_M on assembled samples; two hops agree; backward restores", "[rearrange][compose]") {

@@ -7,6 +7,7 @@
 #include "rearrange_helpers.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -181,7 +182,8 @@ TEST_CASE("relabeling with a reused workspace gives the result of a fresh one", 
 // batch the merged nonzero bytes per source rank and per source node (ascending), the totals,
 // and per node its batches' count and kept partners (all in batch order when few, else the
 // `keep` largest, ties to the lower batch). Small byte ranges make ties common; few items on
-// many ranks take the sorted path, many items the bitmap path; a small `keep` compacts often.
+// many ranks take the sorted path, many items the bitmap path; a small `keep` compacts often;
+// bytes near 2^64 take the 16-byte records.
 TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]") {
   auto g = mmbal::make_rng(61);
   mmbal::detail::relabel_model md;  // reused across instances, as a workspace's
@@ -194,6 +196,11 @@ TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]
     std::vector<std::uint64_t> bytes = rearrange_test::random_sizes(g, n, 50.0);
     if (t % 3 == 0)
       for (auto& b : bytes) b = b % 4;  // many equal volumes, and zeros
+    // One item too large to share a word with its source rank (16-byte records), or the
+    // largest that can (8-byte records at their limit).
+    const int source_bits = std::bit_width(d - rank_t{1});
+    if (t % 5 == 2) bytes[0] = std::uint64_t{1} << 62;
+    if (t % 5 == 4) bytes[0] = (std::uint64_t{1} << (64 - source_bits)) - 1;
     const auto keep = static_cast<std::uint32_t>(1 + mmbal::uniform_below(g, 6));
     INFO("instance " << t << " d " << d << " c " << c << " n " << n << " keep " << keep);
     md.build(r, bytes, c, keep);

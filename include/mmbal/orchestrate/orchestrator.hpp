@@ -163,7 +163,7 @@ struct orchestration {
 
 /// Buffers `orchestrator::plan` reuses from one call to the next, owned by the caller (one per
 /// thread that plans): the node-wise relabeling's buffers of every phase (`relabel_workspace`,
-/// up to 32 B per item), so that the next step's plan does not fault in fresh pages. Holds no
+/// up to 40 B per item), so that the next step's plan does not fault in fresh pages. Holds no
 /// result: any workspace, fresh or used, gives the same plan.
 struct plan_workspace {
   std::vector<relabel_workspace> relabel;  ///< one per phase of the last plan

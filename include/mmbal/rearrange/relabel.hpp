@@ -181,25 +181,88 @@ struct relabel_model {
     nodes = (r.ranks + ranks_per_node - 1) / ranks_per_node;
     top_keep = std::max<std::uint32_t>(1, std::min<std::uint32_t>(keep, d));
     const std::size_t n = r.size();
+    // One counting sort of (source rank, bytes) by batch, then per batch a dense accumulator
+    // over the source ranks read back in ascending rank (`merge_batches`). When every item's
+    // bytes fit beside its source rank in one word, the sort moves 8-byte records through
+    // `records`; otherwise it writes 16-byte ones into `rank_vol` itself, and every batch's
+    // merged list is written back over its own records (a batch never has more sources than
+    // items, and its records are read before it writes). The scatter, one store to one of d
+    // places per item, is the build's costliest pass (bench/RESULTS.md "Session 40").
+    std::vector<std::size_t> first(d + std::size_t{1}, 0);
+    std::vector<std::size_t> items_from(d, 0);  // items per source rank: bounds `top`'s scratch
+    std::uint64_t any_bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ++first[r.destination[i].rank + std::size_t{1}];
+      ++items_from[r.source[i].rank];
+      any_bytes |= bytes[i];
+    }
+    for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
+    std::vector<std::size_t> at(first.begin(), first.end() - 1);
+    rank_vol.resize(n);
+    const int source_bits = std::bit_width(d - rank_t{1});
+    if (std::bit_width(any_bytes) + source_bits <= 64) {
+      records.resize(n);
+      for (std::size_t i = 0; i < n; ++i)
+        records[at[r.destination[i].rank]++] = bytes[i] << source_bits | r.source[i].rank;
+      const std::uint64_t source_mask = (std::uint64_t{1} << source_bits) - 1;
+      merge_batches(first, items_from, [&](std::size_t k) {
+        return std::pair{static_cast<rank_t>(records[k] & source_mask), records[k] >> source_bits};
+      });
+    } else {
+      for (std::size_t i = 0; i < n; ++i) rank_vol[at[r.destination[i].rank]++] = {r.source[i].rank, bytes[i]};
+      merge_batches(first, items_from, [&](std::size_t k) { return rank_vol[k]; });
+    }
+  }
+
+ private:
+  /// Scratch of `build`: the batch-sorted 8-byte records (bytes << source bits | source rank).
+  std::vector<std::uint64_t> records;
+
+  /// Every member but `records` from the items sorted by batch: batch j's are `record(k)` =
+  /// (source rank, bytes) for k in [first[j], first[j + 1]); `items_from[q]` counts rank q's
+  /// items. Writes `rank_vol` from its front, never past the batch being read.
+  ///
+  /// `top` is chosen as the node entries are finished, in ascending batch order: an entry that
+  /// sends strictly more than node m's current floor joins m's candidates; when they fill their
+  /// room (twice `top_keep`, or fewer when the node cannot have that many batches),
+  /// `nth_element` keeps the `top_keep` strongest (bytes descending, batch ascending) and the
+  /// weakest of them sets the floor (so a later batch loses ties). O(entries) amortized, and no
+  /// pass of its own over the entries (two passes over them, counting first, cost as much as a
+  /// quarter of the build on the image-heavy image phase: bench/RESULTS.md "Session 40"). A
+  /// replace-the-weakest list (a scan per replacement, then a heap) took 2–3 ms per phase at
+  /// d = 2,560, where the bytes a node sends a batch often grow with the batch index and most
+  /// entries replace one (bench/RESULTS.md "Session 33").
+  template <class Record>
+  void merge_batches(const std::vector<std::size_t>& first, const std::vector<std::size_t>& items_from, Record record) {
     in.assign(d, 0);
     out.assign(d, 0);
-    // One counting sort of (source rank, bytes) by batch, then per batch a dense accumulator
-    // over the source ranks read back in ascending rank. The sort writes into `rank_vol`
-    // itself and every batch's merged list is written back over its own records (a batch
-    // never has more sources than items, and its records are read before it writes): no
-    // separate 16 B-per-item sort buffer, the largest fresh allocation of the model.
-    std::vector<std::size_t> first(d + std::size_t{1}, 0);
-    for (std::size_t i = 0; i < n; ++i) ++first[r.destination[i].rank + std::size_t{1}];
-    for (rank_t j = 0; j < d; ++j) first[j + 1] += first[j];
-    rank_vol.resize(n);
-    {
-      std::vector<std::size_t> at(first.begin(), first.end() - 1);
-      for (std::size_t i = 0; i < n; ++i) rank_vol[at[r.destination[i].rank]++] = {r.source[i].rank, bytes[i]};
-    }
     node_vol.clear();
-    node_vol.reserve(n);
+    node_vol.reserve(first.back());
     rank_first.assign(1, 0);
     node_first.assign(1, 0);
+    node_batches.assign(nodes, 0);
+    // Node m's candidates live in [cand_first[m], cand_first[m + 1]): room for twice `top_keep`,
+    // or for every batch m can send to when that is fewer (then it never compacts).
+    std::vector<std::size_t> cand_first(nodes + std::size_t{1}, 0);
+    for (rank_t m = 0; m < nodes; ++m) {
+      std::size_t from_m = 0;
+      for (rank_t q = node_begin(m); q < node_end(m); ++q) from_m += items_from[q];
+      cand_first[m + 1] = cand_first[m] + std::min<std::size_t>({from_m, d, std::size_t{2} * top_keep});
+    }
+    std::vector<std::pair<rank_t, std::uint64_t>> cand(cand_first.back());
+    std::vector<std::size_t> size(nodes, 0);
+    // The bytes an entry must exceed to become a candidate of node m: 0 until its first
+    // compaction (every entry has bytes), then its weakest kept entry's.
+    std::vector<std::uint64_t> floor(nodes, 0);
+    const auto stronger = [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    };
+    const auto keep_strongest = [&](rank_t m) {
+      const auto b = cand.begin() + static_cast<std::ptrdiff_t>(cand_first[m]);
+      std::nth_element(b, b + (top_keep - 1), b + static_cast<std::ptrdiff_t>(size[m]), stronger);
+      size[m] = top_keep;
+      floor[m] = b[top_keep - 1].second;
+    };
     std::vector<std::uint64_t> sum(d, 0);               // bytes of the current batch per source rank
     std::vector<std::uint64_t> seen((d + 63) / 64, 0);  // bitmap of its source ranks
     std::vector<rank_t> touched;
@@ -209,23 +272,34 @@ struct relabel_model {
       // Source ranks in ascending order, each with its merged nonzero bytes: a bitmap scan when
       // the batch has many records (chosen by the record count, so the hot loop only adds and
       // sets bits), a sort of the few touched ranks otherwise (keeps the build O(n log n) when
-      // d is huge). Sources ascend, so nodes do: equal nodes are adjacent.
-      rank_t last_node = std::numeric_limits<rank_t>::max();
+      // d is huge). Sources ascend, so nodes do: a node's entry is finished when the next
+      // source lies on another node.
+      constexpr rank_t no_node = std::numeric_limits<rank_t>::max();
+      rank_t open_node = no_node;
+      std::uint64_t open_bytes = 0, batch_bytes = 0;
+      const auto finish_node = [&] {
+        node_vol.emplace_back(open_node, open_bytes);
+        const rank_t m = open_node;
+        ++node_batches[m];
+        if (open_bytes <= floor[m]) return;
+        cand[cand_first[m] + size[m]++] = {j, open_bytes};
+        if (cand_first[m] + size[m] == cand_first[m + 1] && size[m] > top_keep) keep_strongest(m);
+      };
       const auto emit = [&](rank_t src, std::uint64_t b) {
-        in[j] += b;
+        batch_bytes += b;
         out[src] += b;
         rank_vol[written++] = {src, b};
         const rank_t m = node(src);
-        if (m == last_node) {
-          node_vol.back().second += b;
-        } else {
-          node_vol.emplace_back(m, b);
-          last_node = m;
+        if (m != open_node) {
+          if (open_node != no_node) finish_node();
+          open_node = m;
+          open_bytes = 0;
         }
+        open_bytes += b;
       };
       if ((first[j + 1] - first[j]) * 8 >= seen.size()) {
         for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
-          const auto [src, b] = rank_vol[k];
+          const auto [src, b] = record(k);
           sum[src] += b;
           seen[src / 64] |= std::uint64_t{1} << (src % 64);
         }
@@ -237,7 +311,7 @@ struct relabel_model {
       } else {
         touched.clear();
         for (std::size_t k = first[j]; k < first[j + 1]; ++k) {
-          const auto [src, b] = rank_vol[k];
+          const auto [src, b] = record(k);
           if (b == 0) continue;
           if (sum[src] == 0) touched.push_back(src);
           sum[src] += b;
@@ -245,55 +319,15 @@ struct relabel_model {
         std::sort(touched.begin(), touched.end());
         for (const rank_t src : touched) emit(src, std::exchange(sum[src], 0));
       }
+      if (open_node != no_node) finish_node();
+      in[j] = batch_bytes;
       rank_first.push_back(written);
       node_first.push_back(node_vol.size());
     }
     rank_vol.resize(written);
-    build_top();
-  }
-
- private:
-  /// `node_batches`, `top_first` and `top` from `node_vol`: one pass in ascending batch order
-  /// that appends every entry sending strictly more than node m's current floor to m's
-  /// candidates; when a node's candidates fill twice its list, `nth_element` keeps the
-  /// `top_keep` strongest (bytes descending, batch ascending) and the weakest of them sets the
-  /// floor (so a later batch loses ties). O(entries) amortized. A replace-the-weakest list
-  /// (a scan per replacement, then a heap) took 2–3 ms per phase at d = 2,560, where the
-  /// bytes a node sends a batch often grow with the batch index and most entries replace one
-  /// (bench/RESULTS.md "Session 33").
-  void build_top() {
-    node_batches.assign(nodes, 0);
-    for (const auto& e : node_vol) ++node_batches[e.first];
     top_first.assign(nodes + std::size_t{1}, 0);
-    std::vector<std::size_t> cand_first(nodes + std::size_t{1}, 0);
-    for (rank_t m = 0; m < nodes; ++m) {
-      const std::size_t kept = std::min<std::size_t>(node_batches[m], top_keep);
-      top_first[m + 1] = top_first[m] + kept;
-      // A node with at most `top_keep` batches never compacts: its candidates are all of them.
-      cand_first[m + 1] = cand_first[m] + (node_batches[m] > top_keep ? 2 * kept : kept);
-    }
-    const auto stronger = [](const auto& a, const auto& b) {
-      return a.second != b.second ? a.second > b.second : a.first < b.first;
-    };
-    std::vector<std::pair<rank_t, std::uint64_t>> cand(cand_first.back());
-    std::vector<std::size_t> size(nodes, 0);
-    // The bytes an entry must exceed to become a candidate of node m: 0 until its first
-    // compaction (every entry has bytes), then its weakest kept entry's. A dense array, so the
-    // common case (no candidate) reads one value instead of two dependent ones in the lists.
-    std::vector<std::uint64_t> floor(nodes, 0);
-    const auto keep_strongest = [&](rank_t m) {
-      const auto b = cand.begin() + static_cast<std::ptrdiff_t>(cand_first[m]);
-      std::nth_element(b, b + (top_keep - 1), b + static_cast<std::ptrdiff_t>(size[m]), stronger);
-      size[m] = top_keep;
-      floor[m] = b[top_keep - 1].second;
-    };
-    for (rank_t j = 0; j < d; ++j)
-      for (std::size_t k = node_first[j]; k < node_first[j + 1]; ++k) {
-        const auto [m, vol] = node_vol[k];
-        if (vol <= floor[m]) continue;
-        cand[cand_first[m] + size[m]++] = {j, vol};
-        if (cand_first[m] + size[m] == cand_first[m + 1] && node_batches[m] > top_keep) keep_strongest(m);
-      }
+    for (rank_t m = 0; m < nodes; ++m)
+      top_first[m + 1] = top_first[m] + std::min<std::size_t>(node_batches[m], top_keep);
     top.resize(top_first.back());
     for (rank_t m = 0; m < nodes; ++m) {
       const auto b = cand.begin() + static_cast<std::ptrdiff_t>(cand_first[m]);
@@ -712,7 +746,7 @@ inline void check_relabel_input(const rearrangement& r, std::span<const std::uin
 
 /// Scratch memory of `relabel_nodewise`, kept between calls: pass the same workspace to every
 /// call (one per concurrent caller) and later calls reuse its buffers instead of faulting in
-/// fresh pages (up to 32 B per item of the largest rearrangement). Contents are opaque; results
+/// fresh pages (up to 40 B per item of the largest rearrangement). Contents are opaque; results
 /// never depend on what a workspace held before.
 struct relabel_workspace {
   detail::relabel_model model;
