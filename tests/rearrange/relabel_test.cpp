@@ -179,11 +179,11 @@ TEST_CASE("relabeling with a reused workspace gives the result of a fresh one", 
 }
 
 // The relabeling model against a map-based construction of what its doc says it holds: per
-// batch the merged nonzero bytes per source rank and per source node (ascending), the totals,
-// and per node its batches' count and kept partners (all in batch order when few, else the
-// `keep` largest, ties to the lower batch). Small byte ranges make ties common; few items on
-// many ranks take the sorted path, many items the bitmap path; a small `keep` compacts often;
-// bytes near 2^64 take the 16-byte records.
+// batch the merged nonzero bytes per source rank and per source node (ascending) and its
+// strongest node, the totals, and per node its batches' count and kept partners (all in batch
+// order when few, else the `keep` largest, ties to the lower batch). Small byte ranges make
+// ties common; few items on many ranks take the sorted path, many items the bitmap path; a
+// small `keep` compacts often; bytes near 2^64 take the 16-byte records.
 TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]") {
   auto g = mmbal::make_rng(61);
   mmbal::detail::relabel_model md;  // reused across instances, as a workspace's
@@ -226,7 +226,12 @@ TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]
                         md.rank_vol.begin() + static_cast<std::ptrdiff_t>(md.rank_first[j + 1])) == ranks);
       CHECK(std::vector(md.node_vol.begin() + static_cast<std::ptrdiff_t>(md.node_first[j]),
                         md.node_vol.begin() + static_cast<std::ptrdiff_t>(md.node_first[j + 1])) == nodes_of_j);
-      for (const auto& [m, vol] : by_node[j]) partners[m].emplace_back(j, vol);
+      std::pair<rank_t, std::uint64_t> strongest{0, 0};  // the lowest node on ties
+      for (const auto& [m, vol] : by_node[j]) {
+        partners[m].emplace_back(j, vol);
+        if (vol > strongest.second) strongest = {m, vol};
+      }
+      CHECK(md.strongest[j] == strongest);
     }
     for (rank_t m = 0; m < nodes; ++m) {
       auto expected = partners[m];  // ascending batch

@@ -135,6 +135,9 @@ struct relabel_model {
   std::vector<std::pair<rank_t, std::uint64_t>> rank_vol;  ///< sorted by rank within a batch
   std::vector<std::size_t> node_first;                     ///< CSR per batch over (source node, bytes)
   std::vector<std::pair<rank_t, std::uint64_t>> node_vol;  ///< sorted by node within a batch
+  /// Per batch, the node that sends it the most bytes (the lowest on ties) and those bytes;
+  /// (0, 0) for a batch without bytes.
+  std::vector<std::pair<rank_t, std::uint64_t>> strongest;
   /// Per node m, the batches with bytes from it that a swap search can pick as partners
   /// (`improve`): when at most `top_keep` batches have bytes from m (`node_batches[m]`), all
   /// of them in ascending batch order; otherwise the `top_keep` with the most bytes from m
@@ -241,6 +244,7 @@ struct relabel_model {
     rank_first.assign(1, 0);
     node_first.assign(1, 0);
     node_batches.assign(nodes, 0);
+    strongest.assign(d, {0, 0});
     // Node m's candidates live in [cand_first[m], cand_first[m + 1]): room for twice `top_keep`,
     // or for every batch m can send to when that is fewer (then it never compacts).
     std::vector<std::size_t> cand_first(nodes + std::size_t{1}, 0);
@@ -281,6 +285,7 @@ struct relabel_model {
         node_vol.emplace_back(open_node, open_bytes);
         const rank_t m = open_node;
         ++node_batches[m];
+        if (open_bytes > strongest[j].second) strongest[j] = {m, open_bytes};  // nodes ascend
         if (open_bytes <= floor[m]) return;
         cand[cand_first[m] + size[m]++] = {j, open_bytes};
         if (cand_first[m] + size[m] == cand_first[m + 1] && size[m] > top_keep) keep_strongest(m);
@@ -490,42 +495,50 @@ struct relabel_state {
   [[nodiscard]] std::vector<rank_t> ranks_of_batches(std::uint64_t budget) {
     const relabel_model& md = *model;
     std::vector<rank_t> sigma(md.d, 0);
+    // Per node: ranks as (~sent, rank) and batches as (recv, batch), so that sorting ascending
+    // gives the pairing rule's orders (sent descending, recv ascending; ties by index), each
+    // receive volume looked up once. Buffers are shared by the nodes.
+    std::vector<std::pair<std::uint64_t, rank_t>> free_ranks, loose, ranks, batches;
+    std::vector<bool> taken;
+    std::vector<std::pair<rank_t, rank_t>> pairs;  // (batch, rank)
     for (rank_t m = 0; m < md.nodes; ++m) {
+      const rank_t first = md.node_begin(m), last = md.node_end(m);
+      const auto sent_of = [&](rank_t q) { return md.out[q] - kept[q]; };
       // Try "stay where you are" first: it moves the fewest bytes inside the node.
-      std::vector<rank_t> free_ranks, loose;
-      std::vector<bool> taken(md.node_end(m) - md.node_begin(m), false);
-      std::vector<std::pair<rank_t, rank_t>> pairs;  // (batch, rank)
-      for (rank_t j : members[m])
+      free_ranks.clear();
+      loose.clear();
+      batches.clear();
+      pairs.clear();
+      taken.assign(last - first, false);
+      std::uint64_t cost_pairs = 0;
+      for (rank_t j : members[m]) {
+        const std::uint64_t recv = md.recv_at(j, m);
+        batches.emplace_back(recv, j);
         if (md.node_of(j) == m) {
           pairs.emplace_back(j, j);
-          taken[j - md.node_begin(m)] = true;
+          taken[j - first] = true;
+          cost_pairs = std::max(cost_pairs, sent_of(j) + recv);
         } else {
-          loose.push_back(j);
+          loose.emplace_back(recv, j);
         }
-      for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q)
-        if (!taken[q - md.node_begin(m)]) free_ranks.push_back(q);
+      }
+      ranks.clear();
+      for (rank_t q = first; q < last; ++q) {
+        ranks.emplace_back(~sent_of(q), q);
+        if (!taken[q - first]) free_ranks.push_back(ranks.back());
+      }
       // Loose batches take the free ranks by the optimal pairing rule (largest sent ↔ smallest recv).
-      auto sent_of = [&](rank_t q) { return md.out[q] - kept[q]; };
-      std::sort(free_ranks.begin(), free_ranks.end(),
-                [&](rank_t a, rank_t b) { return sent_of(a) != sent_of(b) ? sent_of(a) > sent_of(b) : a < b; });
-      std::sort(loose.begin(), loose.end(), [&](rank_t a, rank_t b) {
-        const auto ra = md.recv_at(a, m), rb = md.recv_at(b, m);
-        return ra != rb ? ra < rb : a < b;
-      });
-      for (std::size_t i = 0; i < loose.size(); ++i) pairs.emplace_back(loose[i], free_ranks[i]);
-      std::uint64_t cost_pairs = 0;
-      for (const auto& [j, q] : pairs) cost_pairs = std::max(cost_pairs, sent_of(q) + md.recv_at(j, m));
+      std::sort(free_ranks.begin(), free_ranks.end());
+      std::sort(loose.begin(), loose.end());
+      for (std::size_t i = 0; i < loose.size(); ++i) {
+        pairs.emplace_back(loose[i].second, free_ranks[i].second);
+        cost_pairs = std::max(cost_pairs, ~free_ranks[i].first + loose[i].first);
+      }
       if (cost_pairs > budget) {  // fall back to the optimal pairing over the whole node
-        std::vector<rank_t> ranks, batches = members[m];
-        for (rank_t q = md.node_begin(m); q < md.node_end(m); ++q) ranks.push_back(q);
-        std::sort(ranks.begin(), ranks.end(),
-                  [&](rank_t a, rank_t b) { return sent_of(a) != sent_of(b) ? sent_of(a) > sent_of(b) : a < b; });
-        std::sort(batches.begin(), batches.end(), [&](rank_t a, rank_t b) {
-          const auto ra = md.recv_at(a, m), rb = md.recv_at(b, m);
-          return ra != rb ? ra < rb : a < b;
-        });
+        std::sort(ranks.begin(), ranks.end());
+        std::sort(batches.begin(), batches.end());
         pairs.clear();
-        for (std::size_t i = 0; i < ranks.size(); ++i) pairs.emplace_back(batches[i], ranks[i]);
+        for (std::size_t i = 0; i < ranks.size(); ++i) pairs.emplace_back(batches[i].second, ranks[i].second);
       }
       for (const auto& [j, q] : pairs) sigma[j] = q;
     }
@@ -539,29 +552,30 @@ struct relabel_state {
 /// batch order. This maximizes intra-node volume greedily — a good start, not the objective.
 inline std::vector<rank_t> affinity_start(const relabel_model& md) {
   constexpr rank_t none = std::numeric_limits<rank_t>::max();
-  std::vector<std::uint64_t> top(md.d, 0);
-  for (rank_t j = 0; j < md.d; ++j)
-    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k)
-      top[j] = std::max(top[j], md.node_vol[k].second);
+  const auto top = [&](rank_t j) { return md.strongest[j].second; };
   std::vector<rank_t> order(md.d);
   std::iota(order.begin(), order.end(), rank_t{0});
-  std::sort(order.begin(), order.end(), [&](rank_t a, rank_t b) { return top[a] != top[b] ? top[a] > top[b] : a < b; });
+  std::sort(order.begin(), order.end(), [&](rank_t a, rank_t b) { return top(a) != top(b) ? top(a) > top(b) : a < b; });
   std::vector<rank_t> node_of_batch(md.d, none);
   std::vector<rank_t> room(md.nodes);
   for (rank_t m = 0; m < md.nodes; ++m) room[m] = md.node_end(m) - md.node_begin(m);
   for (rank_t j : order) {
-    if (top[j] == 0) continue;
-    // The node with the most bytes among those with room (ties: lower node).
-    std::uint64_t best = 0;
-    rank_t pick = none;
-    for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k) {
-      const auto [m, vol] = md.node_vol[k];
-      if (room[m] > 0 && (pick == none || vol > best)) {
-        best = vol;
-        pick = m;
+    if (top(j) == 0) continue;
+    // The node with the most bytes among those with room (ties: lower node): the strongest
+    // node while it has room, else a scan of the batch's nodes.
+    rank_t pick = md.strongest[j].first;
+    if (room[pick] == 0) {
+      std::uint64_t best = 0;
+      pick = none;
+      for (std::size_t k = md.node_first[j]; k < md.node_first[j + 1]; ++k) {
+        const auto [m, vol] = md.node_vol[k];
+        if (room[m] > 0 && (pick == none || vol > best)) {
+          best = vol;
+          pick = m;
+        }
       }
+      if (pick == none) continue;
     }
-    if (pick == none) continue;
     node_of_batch[j] = pick;
     --room[pick];
   }
