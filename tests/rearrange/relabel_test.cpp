@@ -247,6 +247,44 @@ TEST_CASE("relabel_model equals a reference construction", "[rearrange][relabel]
   }
 }
 
+// A swap's cost with a limit: the exact cost whenever it is within the limit, and otherwise a
+// value above the limit and never above the exact cost (the search's rejections stay exact).
+TEST_CASE("cost_if_swapped with a limit is exact within it and a lower bound above it", "[rearrange][relabel]") {
+  auto g = mmbal::make_rng(83);
+  int bounded = 0;
+  for (int t = 0; t < 40; ++t) {
+    const rank_t c = 2 + static_cast<rank_t>(mmbal::uniform_below(g, 7));
+    const rank_t d = c * (2 + static_cast<rank_t>(mmbal::uniform_below(g, 8)));
+    const auto n = static_cast<std::uint32_t>(d * (1 + mmbal::uniform_below(g, 10)));
+    const auto r = rearrange_test::random_rearrangement(g, n, d, 0.1);
+    const auto bytes = rearrange_test::random_sizes(g, n, 50.0);
+    const mmbal::detail::relabel_model md(r, bytes, c);
+    mmbal::detail::relabel_state st(md, mmbal::detail::identity_nodes(md));
+    std::vector<std::uint64_t> recv;
+    for (int probe = 0; probe < 50; ++probe) {
+      const auto m = static_cast<rank_t>(mmbal::uniform_below(g, md.nodes));
+      const rank_t leave = st.members[m][mmbal::uniform_below(g, st.members[m].size())];
+      const auto enter = static_cast<rank_t>(mmbal::uniform_below(g, d));
+      if (st.node_of_batch[enter] == m) continue;
+      st.member_recv(m, recv);
+      const std::uint64_t enter_recv = md.recv_at(enter, m);
+      const std::uint64_t exact = st.cost_if_swapped(m, leave, enter, enter_recv, recv);
+      for (const std::uint64_t limit : {std::uint64_t{0}, exact / 2, exact - (exact > 0), exact, exact + 1}) {
+        const std::uint64_t got = st.cost_if_swapped(m, leave, enter, enter_recv, recv, limit);
+        INFO("instance " << t << " node " << m << " exact " << exact << " limit " << limit << " got " << got);
+        if (exact <= limit) {
+          CHECK(got == exact);
+        } else {
+          CHECK(got > limit);
+          CHECK(got <= exact);
+          bounded += got < exact;
+        }
+      }
+    }
+  }
+  CHECK(bounded > 0);  // the bound does stand in
+}
+
 TEST_CASE("relabeling edge cases", "[rearrange][relabel]") {
   const rearrangement r{2, {{0, 0}, {1, 0}}, {{1, 0}, {0, 0}}};
   const std::vector<std::uint64_t> bytes{3, 4};
