@@ -53,6 +53,17 @@ TEST_CASE("phase item bytes and group ids") {
         std::vector<std::uint64_t>{mmbal::max_phase_bytes / 2, mmbal::max_phase_bytes / 2});
   many.weights.push_back(1);
   CHECK_THROWS_AS(mmbal::phase_item_bytes(many, mmbal::max_phase_bytes / 2, "image"), mmbal::invalid_input);
+  // The same limits with at most 2^32 - 1 bytes per token (no product can wrap; the sum is
+  // checked as bytes per token × Σ weights): exactly 2^57 taken, one token more refused.
+  many.weights = {1u << 25, 1u << 25};
+  CHECK(mmbal::phase_item_bytes(many, std::uint64_t{1} << 31, "image") ==
+        std::vector<std::uint64_t>{std::uint64_t{1} << 56, std::uint64_t{1} << 56});
+  many.weights.push_back(1);
+  CHECK_THROWS_WITH(mmbal::phase_item_bytes(many, std::uint64_t{1} << 31, "image"),
+                    Catch::Contains("phase 'image': its 3 items carry more than 2^57 bytes"));
+  CHECK_THROWS_WITH(mmbal::phase_item_bytes(huge, std::numeric_limits<std::uint32_t>::max(), "llm"),
+                    Catch::Contains("more than 2^57 bytes"));
+  CHECK(mmbal::phase_item_bytes(huge, 0, "llm") == std::vector<std::uint64_t>{0});
 
   const auto llm = mmbal::phase_items_of(w, "llm");
   const auto groups = mmbal::phase_group_ids(llm, "llm");

@@ -341,12 +341,26 @@ inline constexpr std::uint64_t max_phase_bytes = std::uint64_t{1} << 57;
 inline void phase_item_bytes(const phase_items& items, std::uint64_t bytes_per_token, std::string_view phase,
                              std::vector<std::uint64_t>& bytes) {
   bytes.resize(items.size());
-  std::uint64_t total = 0;  // saturates just above the limit: never wraps
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    bytes[i] = detail::token_bytes(items.weights[i], bytes_per_token, phase, i);
-    if (total <= max_phase_bytes) total += std::min(bytes[i], max_phase_bytes + 1);
+  bool over = false;
+  if (bytes_per_token <= UINT32_MAX) {
+    // No product of a 32-bit weight can wrap, and the sum is bytes_per_token × Σ weights (< 2^64
+    // for fewer than 2^32 items): one multiply per item, no checks in the loop (the checked
+    // loop below cost 1.1 ms on the image-heavy image phase's 584 K items).
+    std::uint64_t weights = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      bytes[i] = std::uint64_t{items.weights[i]} * bytes_per_token;
+      weights += items.weights[i];
+    }
+    over = bytes_per_token != 0 && weights > max_phase_bytes / bytes_per_token;
+  } else {
+    std::uint64_t total = 0;  // saturates just above the limit: never wraps
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      bytes[i] = detail::token_bytes(items.weights[i], bytes_per_token, phase, i);
+      if (total <= max_phase_bytes) total += std::min(bytes[i], max_phase_bytes + 1);
+    }
+    over = total > max_phase_bytes;
   }
-  if (total > max_phase_bytes)
+  if (over)
     detail::throw_invalid("phase '", phase, "': its ", items.size(),
                           " items carry more than 2^57 bytes (max_phase_bytes) at ", bytes_per_token,
                           " bytes per token");
