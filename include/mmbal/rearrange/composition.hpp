@@ -90,7 +90,7 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
   // earlier slots come first. Counts laid out by (rank, slot), an exclusive prefix sum per
   // rank, then the outputs written in sample order: the random accesses touch one 4-byte count
   // per sample, the n locations are written in order (dealing them out slot by slot wrote them
-  // at random: 2.6 ms of 4.0 on the image-heavy image phase, bench/RESULTS.md "Session 40").
+  // at random: 3.98 → 3.34 ms on the image-heavy image phase, bench/RESULTS.md "Session 40").
   // llm.destination is a valid layout: validated by the caller or above.
   std::vector<std::uint32_t> rank_first(llm.ranks + std::size_t{1}, 0);
   for (const location& l : llm.destination) ++rank_first[l.rank + std::size_t{1}];
@@ -105,13 +105,9 @@ inline void assembly_layout(const phase_items& encoder, const rearrangement& llm
   where.resize(n);
   for (std::size_t s = 0; s < samples; ++s) {
     const location l = llm.destination[s];
-    const std::uint32_t slot = start[rank_first[l.rank] + l.slot] - first[s];  // slot of output k: slot + k
-    if (in_order)
-      for (std::size_t k = first[s]; k < first[s + 1]; ++k)
-        where[k] = location{l.rank, slot + static_cast<std::uint32_t>(k)};
-    else
-      for (std::size_t k = first[s]; k < first[s + 1]; ++k)
-        where[by_sample[k]] = location{l.rank, slot + static_cast<std::uint32_t>(k)};
+    const std::uint32_t slot = start[rank_first[l.rank] + l.slot];  // of the sample's first output
+    for (std::uint32_t k = first[s]; k < first[s + 1]; ++k)
+      where[in_order ? k : by_sample[k]] = location{l.rank, slot + (k - first[s])};
   }
 }
 

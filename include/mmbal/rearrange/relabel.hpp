@@ -230,8 +230,8 @@ struct relabel_model {
   /// room (twice `top_keep`, or fewer when the node cannot have that many batches),
   /// `nth_element` keeps the `top_keep` strongest (bytes descending, batch ascending) and the
   /// weakest of them sets the floor (so a later batch loses ties). O(entries) amortized, and no
-  /// pass of its own over the entries (two passes over them, counting first, cost as much as a
-  /// quarter of the build on the image-heavy image phase: bench/RESULTS.md "Session 40"). A
+  /// pass of its own over the entries (two passes over them, counting first, were ≈ 17 % of the
+  /// build on the image-heavy image phase: bench/RESULTS.md "Session 40"). A
   /// replace-the-weakest list (a scan per replacement, then a heap) took 2–3 ms per phase at
   /// d = 2,560, where the bytes a node sends a batch often grow with the batch index and most
   /// entries replace one (bench/RESULTS.md "Session 33").
