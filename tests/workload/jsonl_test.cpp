@@ -6,9 +6,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -348,4 +350,36 @@ TEST_CASE("jsonl: the fast path reads what nlohmann-json reads, and every line w
   CHECK(both > 2000);
   CHECK(slow_only > 3000);
   CHECK(rejected > 20000);
+}
+
+TEST_CASE("jsonl: the duplicate-id table answers as a map of first lines, across its growth", "[workload][jsonl]") {
+  // Ids with equal low bits (multiples of 2^20), 0 and the largest id, a dense run, and random
+  // ids, all recorded and then asked again (a few repeat within the first round already):
+  // every answer is what a map of first lines answers.
+  mmbal::rng_engine g = mmbal::make_rng(41);
+  std::vector<std::uint64_t> ids{0, ~std::uint64_t{0}};
+  for (std::uint64_t k = 0; k < 3000; ++k) ids.push_back(k << 20);
+  for (std::uint64_t k = 0; k < 5000; ++k) ids.push_back(k);
+  for (int k = 0; k < 5000; ++k) ids.push_back(g());
+  std::map<std::uint64_t, std::uint64_t> reference;
+  mmbal::detail::id_lines table;
+  std::uint64_t line = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const std::uint64_t id : ids) {
+      ++line;
+      const auto [pos, fresh] = reference.emplace(id, line);
+      REQUIRE(table.first_or_record(id, line) == (fresh ? 0 : pos->second));
+    }
+}
+
+TEST_CASE("jsonl: a duplicate id far from its first use names both lines", "[workload][jsonl]") {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "{\"id\": " + std::to_string(7 * i) + ", \"segments\": [[\"text\", 5]]}\n";
+  text += "{\"id\": 69993, \"segments\": [[\"text\", 5]]}\n";  // id of line 9,999 + 1
+  const std::string e = error_of(text);
+  CHECK(e.find("line 20001") != std::string::npos);
+  CHECK(e.find("duplicate id 69993") != std::string::npos);
+  CHECK(e.find("first used on line 10000") != std::string::npos);
+  text.resize(text.rfind("{\"id\": 69993"));
+  CHECK(read(text).samples.size() == 20000);
 }

@@ -10,16 +10,17 @@
 /// `data.jsonl, line 2, field 'segments[0][1]': length -5 is negative`.
 
 #include <mmbal/core/error.hpp>
+#include <mmbal/core/rng.hpp>
 #include <mmbal/core/types.hpp>
 #include <mmbal/workload/sample.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <istream>
 #include <limits>
-#include <map>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -143,6 +144,52 @@ struct jsonl_fields {
     segments.clear();
   }
   friend bool operator==(const jsonl_fields&, const jsonl_fields&) = default;
+};
+
+/// The first line of every sample id read so far: an open-addressing table of (id, line) in
+/// one array (linear probing, at most half full, doubled when it would be more). Why not a
+/// `std::map`: a node per sample left ≈ 150 K small blocks behind a 150 K-sample file, and the
+/// next large allocation — the plan that follows — paid 2–5 ms for glibc to coalesce them
+/// (bench/RESULTS.md "Session 41 — the reader's garbage in the plan's time"). Only looked up,
+/// never iterated, so its order cannot reach a result. Insertion O(1) expected.
+class id_lines {
+ public:
+  /// The line that first used `id`, or 0 after recording `line` (≥ 1) as its first.
+  std::uint64_t first_or_record(std::uint64_t id, std::uint64_t line) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    for (std::size_t k = home(id);; k = (k + 1) & (slots_.size() - 1)) {
+      if (slots_[k].line == 0) {
+        slots_[k] = {id, line};
+        ++used_;
+        return 0;
+      }
+      if (slots_[k].id == id) return slots_[k].line;
+    }
+  }
+
+ private:
+  struct slot {
+    std::uint64_t id = 0;
+    std::uint64_t line = 0;  ///< 0: empty (lines are 1-based)
+  };
+
+  [[nodiscard]] std::size_t home(std::uint64_t id) const noexcept {
+    return static_cast<std::size_t>(splitmix64(id)) & (slots_.size() - 1);
+  }
+
+  void grow() {
+    std::vector<slot> old(std::max<std::size_t>(1024, 2 * slots_.size()));
+    old.swap(slots_);
+    for (const slot& s : old)
+      if (s.line != 0) {
+        std::size_t k = home(s.id);
+        while (slots_[k].line != 0) k = (k + 1) & (slots_.size() - 1);
+        slots_[k] = s;
+      }
+  }
+
+  std::vector<slot> slots_;  ///< a power of two in size
+  std::size_t used_ = 0;
 };
 
 /// The fast path of `read_jsonl`: reads a line in the shape `write_jsonl` writes and most
@@ -306,12 +353,12 @@ inline void jsonl_fields_of(const std::string& line, const jsonl_where& at, nloh
 /// Lines in the writer's shape are read straight from the text (`detail::jsonl_fields_fast`),
 /// every other line with nlohmann-json (`detail::jsonl_fields_of`); both give the same result.
 ///
-/// Complexity: O(bytes + samples · log samples) (the duplicate-id check).
+/// Complexity: O(bytes + samples) expected (the duplicate-id check is a hash table).
 /// Throws `invalid_input` naming source, line and field (see the file comment).
 /// @see docs/DESIGN.md §6.
 [[nodiscard]] inline workload read_jsonl(std::istream& in, std::string_view source_name, rank_t ranks) {
   workload w;
-  std::map<std::uint64_t, std::uint64_t> line_of_id;  // ordered: no unordered iteration anywhere
+  detail::id_lines line_of_id;
   detail::jsonl_where at{source_name, 0};
   std::string text;
   nlohmann::json doc;           // the slow path's parsed line
@@ -327,8 +374,8 @@ inline void jsonl_fields_of(const std::string& line, const jsonl_where& at, nloh
     sample s;
     if (index > std::numeric_limits<std::uint32_t>::max()) detail::throw_jsonl(at, "", "more than 2^32 - 1 samples");
     s.id = fields.id.value_or(index);
-    if (const auto [pos, fresh] = line_of_id.emplace(s.id, at.line); !fresh)
-      detail::throw_jsonl(at, "id", "duplicate id ", s.id, " (first used on line ", pos->second, ")");
+    if (const std::uint64_t first = line_of_id.first_or_record(s.id, at.line); first != 0)
+      detail::throw_jsonl(at, "id", "duplicate id ", s.id, " (first used on line ", first, ")");
     if (fields.rank) {
       if (ranks != 0 && *fields.rank >= ranks)
         detail::throw_jsonl(at, "rank", "rank ", *fields.rank, " >= rank count ", ranks);
