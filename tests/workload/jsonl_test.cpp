@@ -353,11 +353,14 @@ TEST_CASE("jsonl: the fast path reads what nlohmann-json reads, and every line w
 }
 
 TEST_CASE("jsonl: the duplicate-id table answers as a map of first lines, across its growth", "[workload][jsonl]") {
-  // Ids with equal low bits (multiples of 2^20), 0 and the largest id, a dense run, and random
-  // ids, all recorded and then asked again (a few repeat within the first round already):
-  // every answer is what a map of first lines answers.
+  // An ascending run (appended), then the largest id (appended), ids with equal low bits
+  // (multiples of 2^20: the table), a dense run that meets the ascending one (found by binary
+  // search) and fills the table's gaps, and random ids; then everything again: every answer
+  // is what a map of first lines answers.
   mmbal::rng_engine g = mmbal::make_rng(41);
-  std::vector<std::uint64_t> ids{0, ~std::uint64_t{0}};
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t k = 1; k <= 4000; ++k) ids.push_back(10 * k);
+  ids.push_back(~std::uint64_t{0});
   for (std::uint64_t k = 0; k < 3000; ++k) ids.push_back(k << 20);
   for (std::uint64_t k = 0; k < 5000; ++k) ids.push_back(k);
   for (int k = 0; k < 5000; ++k) ids.push_back(g());
