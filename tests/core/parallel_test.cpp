@@ -4,9 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 TEST_CASE("parallel_for_index runs every index exactly once for any thread count", "[core][parallel][concurrency]") {
@@ -86,6 +90,44 @@ TEST_CASE("parallel_for_dag skips the dependents of a failed task and reports it
     for (std::size_t i = 0; i < 5; ++i) CHECK(static_cast<bool>(errors[i]) == (i == 2));
     CHECK_THROWS_WITH(std::rethrow_exception(errors[2]), Catch::Contains("task 2 failed"));
   }
+}
+
+TEST_CASE("parallel_for_dag: a free thread takes a ready task before the next index", "[core][parallel][concurrency]") {
+  // 1 waits for 0, and 0 returns only once 2 has run (or after 10 s): a thread that claimed
+  // index 1 next would wait on 0 while 2 is ready, and 0 would time out.
+  const std::vector<std::vector<std::size_t>> after{{}, {0}, {}};
+  for (const unsigned threads : {2u, 3u}) {
+    INFO("threads " << threads);
+    std::mutex m;
+    std::condition_variable cv;
+    bool two_ran = false, two_ran_before_zero_returned = false;
+    std::vector<std::size_t> order;
+    const auto errors = mmbal::parallel_for_dag(3, threads, after, [&](std::size_t i) {
+      std::unique_lock lock(m);
+      if (i == 0) two_ran_before_zero_returned = cv.wait_for(lock, std::chrono::seconds(10), [&] { return two_ran; });
+      if (i == 2) two_ran = true;
+      order.push_back(i);
+      cv.notify_all();
+    });
+    CHECK(two_ran_before_zero_returned);
+    CHECK(order == std::vector<std::size_t>{2, 0, 1});
+    for (const auto& e : errors) CHECK(!e);
+  }
+}
+
+TEST_CASE("parallel_for_dag with one thread runs on the caller in index order", "[core][parallel][concurrency]") {
+  std::vector<std::vector<std::size_t>> after(30);
+  for (std::size_t i = 2; i < after.size(); ++i) after[i] = {i / 2, i - 2};
+  std::vector<std::size_t> order;
+  const std::thread::id caller = std::this_thread::get_id();
+  bool on_caller = true;
+  const auto errors = mmbal::parallel_for_dag(after.size(), 1, after, [&](std::size_t i) {
+    order.push_back(i);
+    on_caller &= std::this_thread::get_id() == caller;
+  });
+  CHECK(on_caller);
+  REQUIRE(order.size() == after.size());
+  for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == i);
 }
 
 TEST_CASE("parallel_for_dag rejects dependencies on the same or a later task", "[core][parallel]") {
