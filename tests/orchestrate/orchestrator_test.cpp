@@ -177,6 +177,28 @@ TEST_CASE("orchestrator: the composed plan and its traffic equal compose_encoder
   }
 }
 
+TEST_CASE("orchestrator: traffic and fingerprints counted in one pass equal the standalone functions",
+          "[orchestrate]") {
+  for (const mmbal::rank_t c : {0u, 3u, 4u}) {
+    const mmbal::rank_t d = 12;
+    const auto w = omni(d * 10, d, 17 + c);
+    const auto o = make(d, c, 5).plan(w);
+    INFO("ranks per node " << c);
+    for (const auto& p : o.phases) {
+      INFO("phase " << p.name);
+      REQUIRE(p.fingerprint == mmbal::fingerprint(p.forward, p.item_bytes));
+      const auto t = mmbal::rearrangement_traffic(p.forward, p.item_bytes, c);
+      REQUIRE(p.report.moved_items == t.moved_items);
+      REQUIRE(p.report.moved_bytes == t.moved_bytes);
+      REQUIRE(p.report.inter_node_bytes == t.inter_node_bytes);
+    }
+    for (const auto& k : o.composed) {
+      REQUIRE(k.fingerprint == mmbal::fingerprint(k.composed, k.item_bytes));
+      REQUIRE(k.traffic.composed.moved_items == mmbal::rearrangement_traffic(k.composed, k.item_bytes, c).moved_items);
+    }
+  }
+}
+
 TEST_CASE("orchestrator: the fingerprint is reproducible and tracks plans and policies", "[orchestrate]") {
   const mmbal::rank_t d = 12, c = 4;
   const auto w = omni(d * 10, d, 5);

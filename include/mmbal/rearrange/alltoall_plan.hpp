@@ -179,6 +179,32 @@ inline constexpr std::uint64_t fingerprint_destination_factor = 0x94d049bb133111
   return (std::uint64_t{l.rank} << 32) | l.slot;
 }
 
+/// `fingerprint`'s state: its four item lanes, fed one item at a time in item order, so that a
+/// pass that reads the items for something else (the orchestrator's traffic passes) can
+/// fingerprint them in the same pass instead of reading them again.
+class fingerprint_lanes {
+ public:
+  fingerprint_lanes() noexcept {
+    for (std::size_t k = 0; k < lane_.size(); ++k) lane_[k].add(k);
+  }
+  /// Item i (items must come in order 0, 1, …) moving from `source` to `destination`.
+  void add(std::size_t i, location source, location destination, std::uint64_t bytes) noexcept {
+    lane_[i % lane_.size()].add(pack_location(source) * fingerprint_source_factor +
+                                pack_location(destination) * fingerprint_destination_factor + bytes);
+  }
+  /// The fingerprint of a rearrangement over `ranks` ranks whose `items` items were added.
+  [[nodiscard]] std::uint64_t value(rank_t ranks, std::size_t items) const noexcept {
+    fingerprint_state s;
+    s.add(ranks);
+    s.add(items);
+    for (const fingerprint_state& l : lane_) s.add(l.h);
+    return s.h;
+  }
+
+ private:
+  std::array<fingerprint_state, 4> lane_;
+};
+
 }  // namespace detail
 
 /// A 64-bit fingerprint of a rearrangement together with its item sizes: item i's source
@@ -197,18 +223,9 @@ inline constexpr std::uint64_t fingerprint_destination_factor = 0x94d049bb133111
   if (item_bytes.size() != r.size() || r.destination.size() != r.source.size())
     detail::throw_invalid("fingerprint: ", r.source.size(), " sources, ", r.destination.size(), " destinations, ",
                           item_bytes.size(), " item_bytes");
-  std::array<detail::fingerprint_state, 4> lane;
-  for (std::size_t k = 0; k < lane.size(); ++k) lane[k].add(k);
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    lane[i % lane.size()].add(detail::pack_location(r.source[i]) * detail::fingerprint_source_factor +
-                              detail::pack_location(r.destination[i]) * detail::fingerprint_destination_factor +
-                              item_bytes[i]);
-  }
-  detail::fingerprint_state s;
-  s.add(r.ranks);
-  s.add(r.size());
-  for (const detail::fingerprint_state& l : lane) s.add(l.h);
-  return s.h;
+  detail::fingerprint_lanes lanes;
+  for (std::size_t i = 0; i < r.size(); ++i) lanes.add(i, r.source[i], r.destination[i], item_bytes[i]);
+  return lanes.value(r.ranks, r.size());
 }
 
 /// Folds several fingerprints (e.g. every phase of one training step) into one, order-dependent.

@@ -198,12 +198,24 @@ inline void check_move_sizes(std::size_t from, std::size_t to, std::size_t bytes
     throw_invalid(who, ": ", from, " sources, ", to, " destinations, ", bytes, " item_bytes");
 }
 
-/// `move_traffic` with the rank → node map given.
-[[nodiscard]] inline traffic move_traffic(std::span<const location> from, std::span<const location> to,
-                                          std::span<const std::uint64_t> item_bytes, const node_map& node) {
+/// Does nothing with an item: the per-item hook of a traffic pass that needs none.
+struct no_item_hook {
+  constexpr void operator()(std::size_t) const noexcept {}
+};
+
+/// `move_traffic` with the rank → node map given; `also(i)` is called for every item in the
+/// same pass (a caller's second use of the items, e.g. their fingerprint, without a second
+/// read of them).
+template <class ItemHook = no_item_hook>
+[[nodiscard]] traffic move_traffic(std::span<const location> from, std::span<const location> to,
+                                   std::span<const std::uint64_t> item_bytes, const node_map& node,
+                                   ItemHook&& also = {}) {
   check_move_sizes(from.size(), to.size(), item_bytes.size(), "move_traffic");
   traffic t;
-  for (std::size_t i = 0; i < from.size(); ++i) add_move(t, from[i].rank, to[i].rank, item_bytes[i], node);
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    add_move(t, from[i].rank, to[i].rank, item_bytes[i], node);
+    also(i);
+  }
   return t;
 }
 
@@ -236,6 +248,34 @@ struct composition_traffic {
   traffic two_hop;   ///< back to origin + origin to LLM, summed
 };
 
+namespace detail {
+
+/// `compare_composition`, calling `also(i)` for every item in the same pass (see
+/// `move_traffic`).
+template <class ItemHook = no_item_hook>
+[[nodiscard]] composition_traffic compare_composition(const rearrangement& composed, std::span<const location> origin,
+                                                      std::span<const std::uint64_t> item_bytes, rank_t ranks_per_node,
+                                                      ItemHook&& also = {}) {
+  check_move_sizes(composed.source.size(), composed.destination.size(), item_bytes.size(), "compare_composition");
+  check_move_sizes(composed.source.size(), origin.size(), item_bytes.size(), "compare_composition");
+  const node_map node(composed.ranks, ranks_per_node);
+  composition_traffic c;
+  traffic back, on;
+  for (std::size_t i = 0; i < item_bytes.size(); ++i) {
+    const rank_t from = composed.source[i].rank, to = composed.destination[i].rank, home = origin[i].rank;
+    add_move(c.composed, from, to, item_bytes[i], node);
+    add_move(back, from, home, item_bytes[i], node);
+    add_move(on, home, to, item_bytes[i], node);
+    also(i);
+  }
+  const char* what = "compare_composition: the two hops' bytes";
+  c.two_hop = traffic{back.moved_items + on.moved_items, checked_add(back.moved_bytes, on.moved_bytes, what),
+                      checked_add(back.inter_node_bytes, on.inter_node_bytes, what)};
+  return c;
+}
+
+}  // namespace detail
+
 /// Traffic of the composed plan `composed` (encoder ranks → LLM layout) next to the two hops
 /// through `origin` (encoder ranks → origin → LLM layout), with `item_bytes[i]` bytes per
 /// encoder output; the plans need not be materialized. One pass over the items. O(n + ranks).
@@ -243,22 +283,7 @@ struct composition_traffic {
                                                              std::span<const location> origin,
                                                              std::span<const std::uint64_t> item_bytes,
                                                              rank_t ranks_per_node) {
-  detail::check_move_sizes(composed.source.size(), composed.destination.size(), item_bytes.size(),
-                           "compare_composition");
-  detail::check_move_sizes(composed.source.size(), origin.size(), item_bytes.size(), "compare_composition");
-  const detail::node_map node(composed.ranks, ranks_per_node);
-  composition_traffic c;
-  traffic back, on;
-  for (std::size_t i = 0; i < item_bytes.size(); ++i) {
-    const rank_t from = composed.source[i].rank, to = composed.destination[i].rank, home = origin[i].rank;
-    detail::add_move(c.composed, from, to, item_bytes[i], node);
-    detail::add_move(back, from, home, item_bytes[i], node);
-    detail::add_move(on, home, to, item_bytes[i], node);
-  }
-  const char* what = "compare_composition: the two hops' bytes";
-  c.two_hop = traffic{back.moved_items + on.moved_items, detail::checked_add(back.moved_bytes, on.moved_bytes, what),
-                      detail::checked_add(back.inter_node_bytes, on.inter_node_bytes, what)};
-  return c;
+  return detail::compare_composition(composed, origin, item_bytes, ranks_per_node);
 }
 
 /// Traffic of `plans` with `item_bytes[i]` bytes per encoder output. O(n).
