@@ -15,6 +15,7 @@
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace mmbal {
@@ -84,7 +85,10 @@ template <class Task>
   std::vector<std::vector<std::size_t>> dependents(count);
   std::vector<std::size_t> unfinished(count);  // dependencies not finished yet
   std::vector<char> skip(count, 0);            // a dependency failed or was skipped
-  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  std::vector<std::size_t> ready_storage;
+  ready_storage.reserve(count);  // no allocation, and so no exception, inside the workers
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready(std::greater<>{},
+                                                                                   std::move(ready_storage));
   for (std::size_t i = 0; i < count; ++i) {
     unfinished[i] = after[i].size();
     for (const std::size_t j : after[i]) dependents[j].push_back(i);

@@ -648,7 +648,8 @@ class orchestrator {
     phase_report& r = p.report;
     mmbal::detail::fingerprint_lanes lanes;
     const traffic t = mmbal::detail::move_traffic(
-        p.forward.source, p.forward.destination, p.item_bytes, mmbal::detail::node_map(p.forward.ranks, options_.ranks_per_node),
+        p.forward.source, p.forward.destination, p.item_bytes,
+        mmbal::detail::node_map(p.forward.ranks, options_.ranks_per_node),
         [&](std::size_t i) { lanes.add(i, p.forward.source[i], p.forward.destination[i], p.item_bytes[i]); });
     p.fingerprint = lanes.value(p.forward.ranks, p.forward.size());
     r.moved_items = t.moved_items;
