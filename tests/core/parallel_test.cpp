@@ -126,6 +126,7 @@ TEST_CASE("parallel_for_dag with one thread runs on the caller in index order", 
     on_caller &= std::this_thread::get_id() == caller;
   });
   CHECK(on_caller);
+  for (const auto& e : errors) CHECK(!e);
   REQUIRE(order.size() == after.size());
   for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == i);
 }
