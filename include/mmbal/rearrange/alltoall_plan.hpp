@@ -179,29 +179,33 @@ inline constexpr std::uint64_t fingerprint_destination_factor = 0x94d049bb133111
   return (std::uint64_t{l.rank} << 32) | l.slot;
 }
 
-/// `fingerprint`'s state: its four item lanes, fed one item at a time in item order, so that a
-/// pass that reads the items for something else (the orchestrator's traffic passes) can
-/// fingerprint them in the same pass instead of reading them again.
+/// `fingerprint` of `r` with sizes `item_bytes`, fed one item at a time in item order: a pass
+/// that reads the items for something else (the orchestrator's traffic passes) can call it as
+/// its per-item hook and fingerprint them in the same pass instead of reading them again. The
+/// caller checks the sizes; `r` and `item_bytes` must outlive it.
 class fingerprint_lanes {
  public:
-  fingerprint_lanes() noexcept {
+  fingerprint_lanes(const rearrangement& r, std::span<const std::uint64_t> item_bytes) noexcept
+      : r_(&r), item_bytes_(item_bytes) {
     for (std::size_t k = 0; k < lane_.size(); ++k) lane_[k].add(k);
   }
-  /// Item i (items must come in order 0, 1, …) moving from `source` to `destination`.
-  void add(std::size_t i, location source, location destination, std::uint64_t bytes) noexcept {
-    lane_[i % lane_.size()].add(pack_location(source) * fingerprint_source_factor +
-                                pack_location(destination) * fingerprint_destination_factor + bytes);
+  /// Adds item i (items must come in order 0, 1, …).
+  void operator()(std::size_t i) noexcept {
+    lane_[i % lane_.size()].add(pack_location(r_->source[i]) * fingerprint_source_factor +
+                                pack_location(r_->destination[i]) * fingerprint_destination_factor + item_bytes_[i]);
   }
-  /// The fingerprint of a rearrangement over `ranks` ranks whose `items` items were added.
-  [[nodiscard]] std::uint64_t value(rank_t ranks, std::size_t items) const noexcept {
+  /// The fingerprint, once every item was added.
+  [[nodiscard]] std::uint64_t value() const noexcept {
     fingerprint_state s;
-    s.add(ranks);
-    s.add(items);
+    s.add(r_->ranks);
+    s.add(r_->size());
     for (const fingerprint_state& l : lane_) s.add(l.h);
     return s.h;
   }
 
  private:
+  const rearrangement* r_;
+  std::span<const std::uint64_t> item_bytes_;
   std::array<fingerprint_state, 4> lane_;
 };
 
@@ -223,9 +227,9 @@ class fingerprint_lanes {
   if (item_bytes.size() != r.size() || r.destination.size() != r.source.size())
     detail::throw_invalid("fingerprint: ", r.source.size(), " sources, ", r.destination.size(), " destinations, ",
                           item_bytes.size(), " item_bytes");
-  detail::fingerprint_lanes lanes;
-  for (std::size_t i = 0; i < r.size(); ++i) lanes.add(i, r.source[i], r.destination[i], item_bytes[i]);
-  return lanes.value(r.ranks, r.size());
+  detail::fingerprint_lanes lanes(r, item_bytes);
+  for (std::size_t i = 0; i < r.size(); ++i) lanes(i);
+  return lanes.value();
 }
 
 /// Folds several fingerprints (e.g. every phase of one training step) into one, order-dependent.
